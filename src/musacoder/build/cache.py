@@ -1,0 +1,196 @@
+"""The one place kernels are built: `load_inline` behind a content-addressed, concurrency-safe cache.
+
+Inside a candidate worker, `torch.utils.cpp_extension.load_inline` is replaced (before the candidate is imported) by
+`cached_load_inline`, so the candidate's own call builds through here:
+
+* key = sha256 of the sources, function list, every flag, the backend, and the toolchain (torch, Python, host
+  compiler, nvcc, target architectures), so an identical candidate never builds twice and a toolchain change rebuilds;
+* the build lives in `CACHE/ext/<key[:2]>/<key>/`, guarded by an exclusive `flock` so concurrent workers building the
+  same key wait for one another instead of corrupting it; a `done` marker is written only after a successful build;
+* a failed build is cached too (its log), so a broken candidate resubmitted fails fast with the same message;
+* the returned module is wrapped: every exported function counts its calls and opens a profiler range
+  `musacoder::ext::<name>`, which proves at run time that the candidate's own code ran and attributes any aten op
+  called from inside the C++ wrapper to it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+BUILD_FORMAT = 1  # bump when the way musacoder builds changes
+
+
+class BuildError(RuntimeError):
+    """The candidate's extension failed to compile or link; `log` holds the compiler output."""
+
+    def __init__(self, log: str):
+        super().__init__("extension build failed")
+        self.log = log
+
+
+@dataclass
+class BuildRecord:
+    """What the hook saw while the candidate was imported."""
+
+    builds: list[dict] = field(default_factory=list)  # {name, key, cached, seconds}
+    error_log: str | None = None
+    calls: dict[str, int] = field(default_factory=dict)  # exported function -> call count
+
+
+@functools.lru_cache(maxsize=None)
+def _tool_version(cmd: str) -> str:
+    try:
+        out = subprocess.run([cmd, "--version"], capture_output=True, text=True, timeout=30).stdout
+        return out.strip().splitlines()[0] if out.strip() else "?"
+    except (OSError, subprocess.SubprocessError):
+        return "absent"
+
+
+def cuda_home() -> str | None:
+    for cand in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if cand and Path(cand, "bin", "nvcc").exists():
+            return cand
+    return None
+
+
+def toolchain_id(with_cuda: bool) -> dict:
+    import torch
+
+    tc = {"torch": torch.__version__, "python": sys.version.split()[0], "cxx": _tool_version(os.environ.get("CXX", "c++")),
+          "format": BUILD_FORMAT}
+    if with_cuda:
+        home = cuda_home()
+        tc["nvcc"] = _tool_version(str(Path(home, "bin", "nvcc"))) if home else "absent"
+        tc["arch"] = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+    return tc
+
+
+def cuda_build_flags() -> tuple[list[str], list[str]]:
+    """Extra include and link paths this machine's CUDA layout needs (`lib/` instead of `lib64/`, headers that only
+    ship in the pip `nvidia-*` wheels)."""
+    includes, ldflags = [], []
+    home = cuda_home()
+    if home:
+        for libdir in ("lib64", "lib", "targets/x86_64-linux/lib"):
+            if Path(home, libdir, "libcudart.so").exists() or Path(home, libdir, "libcudart_static.a").exists():
+                ldflags.append(f"-L{Path(home, libdir)}")
+                break
+    try:
+        import nvidia  # the wheels torch brings
+
+        for base in getattr(nvidia, "__path__", []):
+            for inc in sorted(Path(base).glob("*/include")):
+                includes.append(str(inc))
+    except ImportError:
+        pass
+    return includes, ldflags
+
+
+def build_key(kwargs: dict, backend: str) -> str:
+    with_cuda = bool(kwargs.get("cuda_sources"))
+    payload = {k: kwargs.get(k) for k in sorted(kwargs) if k not in ("verbose", "build_directory", "name")}
+    payload["backend"] = backend
+    payload["toolchain"] = toolchain_id(with_cuda)
+    blob = json.dumps(payload, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def _wrap_module(module, functions, record: BuildRecord, ext_name: str):
+    """A proxy of the extension whose exported functions count calls and open a profiler range."""
+    import torch
+
+    if isinstance(functions, str):
+        names = [functions]
+    elif functions:
+        names = list(functions)  # a list of names, or a dict name -> docstring
+    else:
+        names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
+    proxy = SimpleNamespace()
+    for n in dir(module):
+        if not n.startswith("__"):
+            setattr(proxy, n, getattr(module, n))
+    for n in names:
+        fn = getattr(module, n, None)
+        if fn is None:
+            continue
+        label = f"musacoder::ext::{n}"
+
+        def counted(*args, _fn=fn, _label=label, _n=n, **kw):
+            record.calls[_n] = record.calls.get(_n, 0) + 1
+            with torch.profiler.record_function(_label):
+                return _fn(*args, **kw)
+
+        counted.__name__ = n
+        setattr(proxy, n, counted)
+    return proxy
+
+
+def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, record: BuildRecord):
+    """Return the `load_inline` replacement installed in a candidate worker."""
+    cache_root = Path(cache_dir) / "ext"
+
+    def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, **kwargs):
+        kwargs = dict(kwargs)
+        kwargs.pop("build_directory", None)
+        kwargs.update(cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions)
+        if cuda_sources:
+            includes, ldflags = cuda_build_flags()
+            kwargs["extra_include_paths"] = list(kwargs.get("extra_include_paths") or []) + includes
+            kwargs["extra_ldflags"] = list(kwargs.get("extra_ldflags") or []) + ldflags
+        key = build_key(kwargs, backend)
+        safe = re.sub(r"\W", "_", str(name))[:40] or "ext"
+        ext_name = f"mc_{safe}_{key[:16]}"
+        build_dir = cache_root / key[:2] / key
+        build_dir.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        with open(build_dir.parent / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            failed = build_dir / "error.log"
+            if failed.exists():
+                record.error_log = failed.read_text()
+                record.builds.append({"name": str(name), "key": key, "cached": True, "seconds": 0.0, "ok": False})
+                raise BuildError(record.error_log)
+            done = build_dir / "done"
+            module = None
+            if done.exists():
+                try:
+                    from torch.utils.cpp_extension import _import_module_from_library
+
+                    module = _import_module_from_library(ext_name, str(build_dir), True)
+                except Exception:  # noqa: BLE001 - fall back to a normal (no-op) build
+                    module = None
+            cached = module is not None
+            if module is None:
+                stale = build_dir / "lock"  # torch's own baton, left behind if a worker was killed mid-build
+                if stale.exists():
+                    stale.unlink()
+                try:
+                    module = real_load_inline(name=ext_name, build_directory=str(build_dir), verbose=False, **kwargs)
+                except Exception as e:  # noqa: BLE001 - every build failure becomes a compile_error
+                    log = str(e)
+                    failed.write_text(log)
+                    record.error_log = log
+                    record.builds.append({"name": str(name), "key": key, "cached": False,
+                                          "seconds": time.perf_counter() - t0, "ok": False})
+                    raise BuildError(log) from None
+                done.write_text(ext_name)
+        record.builds.append({"name": str(name), "key": key, "cached": cached, "seconds": time.perf_counter() - t0, "ok": True})
+        return _wrap_module(module, functions, record, ext_name)
+
+    return cached_load_inline
+
+
+def clear_cache(cache_dir: Path) -> None:
+    shutil.rmtree(Path(cache_dir) / "ext", ignore_errors=True)

@@ -1,0 +1,49 @@
+"""Configuration of one MooreEval verification. Every option is documented where it is declared."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+def default_cache_dir() -> Path:
+    """Build cache root: `$MUSACODER_CACHE_DIR`, else `~/.cache/musacoder`."""
+    env = os.environ.get("MUSACODER_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "musacoder"
+
+
+class VerifyConfig(BaseModel):
+    trials: int = Field(5, ge=1, description="Correctness trials, each on fresh inputs from a secret seed.")
+    perturb_inputs: bool = Field(
+        True,
+        description="Draw half the trials' floating inputs from a second, non-uniform distribution "
+        "(sign-preserving log-normal scaling) so partial computations that pass on uniform inputs fail.",
+    )
+    rel_l2_tol: dict[str, float] = Field(
+        default_factory=lambda: {"float32": 1e-2, "float64": 1e-2, "float16": 5e-2, "bfloat16": 5e-2},
+        description="Bound on ||out-ref||/||ref|| per output dtype, checked next to allclose.",
+    )
+    timeout_s: float = Field(180.0, gt=0, description="Wall-clock limit for running one candidate (after build).")
+    build_timeout_s: float = Field(900.0, gt=0, description="Wall-clock limit for building one candidate.")
+    time_candidate: bool = Field(True, description="Run the timing stage for correct, legal candidates.")
+    warmup: int = Field(3, ge=0, description="Untimed warm-up calls before timing.")
+    repeats: int = Field(20, ge=1, description="Timed calls per side (minimum, when adaptive).")
+    max_repeats: int = Field(200, ge=1, description="Upper bound on timed calls per side (adaptive repeats).")
+    target_sem: float = Field(0.01, gt=0, description="Stop repeating once the standard error of the mean is below this fraction of the mean.")
+    time_budget_s: float = Field(10.0, gt=0, description="Time budget for the adaptive timing loop per side.")
+    input_sets: int = Field(4, ge=1, description="Distinct input sets rotated through while timing.")
+    rechecks: int = Field(2, ge=0, description="Timed iterations, chosen secretly, whose outputs are re-checked against the reference.")
+    baseline: Literal["eager", "compile"] = Field("eager", description="Speedup in the reward is measured against this baseline.")
+    time_compile_baseline: bool = Field(False, description="Also time a torch.compile baseline (slow on CPU).")
+    outlier_speedup: float = Field(10.0, gt=1, description="Speedups above this are re-timed and flagged.")
+    reward_lambda: float = Field(0.5, description="λ in s = 1 + λ·min(max(ν−1,0), ν_max).")
+    reward_nu_max: float = Field(4.0, description="ν_max in the reward's speedup term.")
+    allow_vendor_libs: bool = Field(False, description="Policy switch: allow cuBLAS/cuDNN calls from inside the extension (strict: forbidden).")
+    device: str | None = Field(None, description="Device to run on: 'cpu' or 'cuda[:N]'; default from the backend.")
+    seed: int | None = Field(None, description="Master seed for inputs; default a fresh secret from os.urandom.")
+    cache_dir: Path = Field(default_factory=default_cache_dir, description="Content-addressed build cache.")
+    memory_limit_gb: float | None = Field(None, description="Address-space limit for the candidate worker (RLIMIT_AS); None = no limit (CUDA needs a large VA space).")
+    keep_workdir: bool = Field(False, description="Keep the candidate's throw-away working directory (debugging).")

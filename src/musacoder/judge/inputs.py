@@ -1,0 +1,63 @@
+"""Inputs for correctness trials and timing rounds, reproducible from a seed in both processes.
+
+`make_inputs(module, seed, perturb)` calls the task's `get_inputs()` under `torch.manual_seed(seed)`; with `perturb`,
+every floating input x becomes x·exp(0.5·z) with z ~ N(0, 1) drawn from the same seeded stream: signs (and so
+positivity constraints) are kept, but the values are no longer uniform, so a candidate that computes part of a
+reduction and relies on uniform inputs converging to the expected value fails.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def make_inputs(module, seed: int, perturb: bool = False) -> list:
+    gen_state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        inputs = list(module.get_inputs())
+        if perturb:
+            g = torch.Generator().manual_seed(seed ^ 0x5DEECE66D)
+            out = []
+            for x in inputs:
+                if isinstance(x, torch.Tensor) and x.is_floating_point():
+                    z = torch.randn(x.shape, generator=g, dtype=torch.float32).to(x.dtype)
+                    x = x * torch.exp(0.5 * z)
+                out.append(x)
+            inputs = out
+        return inputs
+    finally:
+        torch.random.set_rng_state(gen_state)
+
+
+def make_init_inputs(module, seed: int) -> list:
+    torch.manual_seed(seed)
+    return list(module.get_init_inputs())
+
+
+def to_device(obj, device: str):
+    """Clone every tensor onto `device` (the candidate always gets its own copies)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to(device=device, copy=True)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_device(x, device) for x in obj)
+    return obj
+
+
+def to_cpu(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_cpu(x) for x in obj)
+    return obj
+
+
+def seed_for(master: int, *parts: int) -> int:
+    """A derived 63-bit seed (splitmix64 of the master and the parts)."""
+    x = master & 0xFFFFFFFFFFFFFFFF
+    for p in parts:
+        x = (x ^ (p + 0x9E3779B97F4A7C15 + (x << 6) + (x >> 2))) & 0xFFFFFFFFFFFFFFFF
+        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EB & 0xFFFFFFFFFFFFFFFF
+        x ^= x >> 31
+    return x & 0x7FFFFFFFFFFFFFFF

@@ -1,0 +1,329 @@
+"""MooreEval: extract → static legality → build → correctness → runtime legality → timing → reward.
+
+This module is the trusted side. It makes the reference model, the inputs (from a secret master seed) and the reference
+outputs, and compares; the candidate only ever runs inside a `Sandbox` worker, which never sees reference outputs.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from musacoder.candidates import extract_code
+from musacoder.config import VerifyConfig
+from musacoder.feedback import render_feedback
+from musacoder.judge.compare import compare_outputs, inputs_unchanged
+from musacoder.judge.inputs import make_init_inputs, make_inputs, seed_for, to_device
+from musacoder.judge.sandbox import Sandbox, WorkerDied, WorkerTimeout
+from musacoder.legality.static import check_static
+from musacoder.records import BACKENDS, Task, Timing, TrialResult, Verdict
+from musacoder.reward import kernel_reward
+from musacoder.tasks import load_module, load_task
+
+
+def _as_task(task: Task | str | Path, overrides: dict | None) -> Task:
+    if isinstance(task, Task):
+        if overrides:
+            merged = {**task.overrides, **overrides}
+            from musacoder.tasks import apply_overrides
+
+            apply_overrides(task.source, merged, task.path or task.name)
+            return task.model_copy(update={"overrides": merged})
+        return task
+    return load_task(task, overrides)
+
+
+def _candidate_text(candidate: str | Path) -> str:
+    if isinstance(candidate, Path):
+        return candidate.read_text()
+    return candidate
+
+
+def cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
+def _timing(xs: list[float]) -> Timing:
+    return Timing(median_ms=statistics.median(xs), mean_ms=statistics.fmean(xs),
+                  stdev_ms=statistics.stdev(xs) if len(xs) > 1 else 0.0, min_ms=min(xs), max_ms=max(xs), repeats=len(xs))
+
+
+class _Run:
+    """State of one verification; each stage method fills the verdict or raises _Stop."""
+
+    def __init__(self, task: Task, text: str, backend: str | None, cfg: VerifyConfig):
+        self.task, self.text, self.cfg = task, text, cfg
+        self.backend = backend
+        self.v = Verdict(status="infra_error", task=task.key)
+        self.master = cfg.seed if cfg.seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
+        self.rng = random.Random(self.master ^ 0xA5A5)
+
+    def finish(self, status: str) -> Verdict:
+        v = self.v
+        v.status = status
+        for stage in ("extract", "static_legality", "build", "correctness", "runtime_legality", "timing"):
+            v.stages.setdefault(stage, "skipped")
+        if status != "ok":
+            v.correct = v.correct and status not in ("incorrect",)
+        if status in ("illegal",):
+            v.legal = False
+        v.reward = kernel_reward(status, v.pass_fraction, v.legal, v.speedup, self.cfg.reward_lambda, self.cfg.reward_nu_max)
+        v.stages["reward"] = "ok"
+        v.feedback = render_feedback(v)
+        return v
+
+    # ----------------------------------------------------------------------------------------------------------
+    def run(self) -> Verdict:
+        v, cfg = self.v, self.cfg
+        cand = extract_code(self.text)
+        if cand.code is None:
+            v.stages["extract"] = "failed"
+            v.error = cand.extract_error
+            v.violations = []
+            return self.finish("extract_error")
+        v.stages["extract"] = "ok"
+        backend = self.backend or cand.backend or "cpu"
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        v.backend = backend
+        static = check_static(cand.code, backend, cfg.allow_vendor_libs)
+        if static.violations:
+            v.stages["static_legality"] = "failed"
+            v.violations = static.violations
+            return self.finish("illegal")
+        v.stages["static_legality"] = "ok"
+        self.static = static
+
+        device = cfg.device or ("cuda" if backend == "cuda" or (backend == "triton" and cuda_available()) else "cpu")
+        env = {}
+        if backend == "triton" and device == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+        module = load_module(self.task)  # trusted reference
+        with Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb) as sb:
+            try:
+                return self._in_sandbox(sb, module, cand.code, backend, device)
+            except WorkerTimeout as e:
+                v.error = f"{e} (limit: build {cfg.build_timeout_s:.0f} s, run {cfg.timeout_s:.0f} s)"
+                return self.finish("timeout")
+            except WorkerDied as e:
+                v.error = f"worker died (exit {e.returncode}); last output:\n{e.log_tail[-1500:]}"
+                return self.finish("crashed")
+
+    def _in_sandbox(self, sb: Sandbox, module, code: str, backend: str, device: str) -> Verdict:
+        v, cfg = self.v, self.cfg
+        source = _source_with_overrides(self.task)
+        load = sb.request({"op": "load", "code": code, "backend": backend, "device": device,
+                           "cache_dir": str(cfg.cache_dir), "task_source": source}, cfg.build_timeout_s)
+        if not load["ok"]:
+            if load["kind"] == "compile_error":
+                v.stages["build"] = "failed"
+                v.compile_log = load.get("log", "")
+                return self.finish("compile_error")
+            v.stages["build"] = "failed" if load.get("where") == "import" else "error"
+            v.error = load.get("error")
+            return self.finish("runtime_error" if load["kind"] == "runtime_error" else "infra_error")
+        v.compiled = True
+        v.stages["build"] = "ok"
+        if device.startswith("cuda") and not cuda_available():
+            v.error = "compiled; running needs a CUDA GPU and none is visible on this machine"
+            v.legal = True
+            return self.finish("infra_error")
+
+        # Reference model and weights, made here from a secret seed.
+        init_seed = seed_for(self.master, 0)
+        init_inputs = make_init_inputs(module, init_seed)
+        torch.manual_seed(init_seed)
+        ref_model = module.Model(*init_inputs).to(device)
+        state = {k: t.detach().cpu() for k, t in ref_model.state_dict().items()}
+        init = sb.request({"op": "init", "init_inputs": init_inputs, "state_dict": state, "seed": init_seed},
+                          cfg.timeout_s)
+        if not init["ok"]:
+            v.stages["correctness"] = "error"
+            v.error = init.get("error")
+            return self.finish("runtime_error")
+        notes = init.get("notes", [])
+
+        # Correctness trials (every call profiled: runtime legality comes from the same calls).
+        illegal: list[str] = []
+        launches = 0
+        trials: list[TrialResult] = []
+        deadline = time.monotonic() + cfg.timeout_s
+        for i in range(cfg.trials):
+            inputs, ref_out = self._reference_case(module, ref_model, seed_for(self.master, 1, i),
+                                                   perturb=cfg.perturb_inputs and i % 2 == 1, device=device)
+            reply = sb.request({"op": "trial", "inputs": inputs, "profile": True}, max(1.0, deadline - time.monotonic()))
+            if not reply["ok"]:
+                v.stages["correctness"] = "error"
+                v.error = reply.get("error")
+                return self.finish("runtime_error" if reply["kind"] == "runtime_error" else "infra_error")
+            rep = reply["report"]
+            illegal += self._runtime_violations(rep, i)
+            launches += rep.get("launches", 0)
+            trials.append(self._judge_trial(i, ref_out, reply["outputs"], rep, inputs))
+        v.trials = trials
+        passed = sum(t.passed for t in trials)
+        v.pass_fraction = passed / len(trials)
+        v.correct = passed == len(trials)
+        v.stages["correctness"] = "ok" if v.correct else "failed"
+        if launches == 0:
+            illegal.append("none of the candidate's own kernels ran during forward (decoy kernel or fallback)")
+        v.violations = list(dict.fromkeys(illegal))
+        if illegal:
+            v.stages["runtime_legality"] = "failed"
+            v.legal = False
+            return self.finish("illegal")
+        v.legal = True
+        v.stages["runtime_legality"] = "ok"
+        if not v.correct:
+            if notes:
+                v.flags += [f"state dict: {n}" for n in notes[:5]]
+            return self.finish("incorrect")
+
+        if not cfg.time_candidate:
+            v.stages["timing"] = "skipped"
+            return self.finish("ok")
+        return self._timing_stage(sb, module, ref_model, device)
+
+    def _reference_case(self, module, ref_model, seed: int, perturb: bool, device: str):
+        inputs = make_inputs(module, seed, perturb=perturb)
+        with torch.no_grad():
+            ref_out = ref_model(*to_device(inputs, device))
+        if perturb and not _all_finite(ref_out):
+            inputs = make_inputs(module, seed, perturb=False)  # the task's domain forbids the perturbation
+            with torch.no_grad():
+                ref_out = ref_model(*to_device(inputs, device))
+        return inputs, _to_cpu(ref_out)
+
+    def _runtime_violations(self, rep: dict, where) -> list[str]:
+        out = [f"illegal PyTorch op {op}" for op in rep.get("illegal_ops", [])]
+        if rep.get("py_threads_added", 0) > 0:
+            out.append("forward left a Python thread running (background computation is not allowed)")
+        if rep.get("native_threads_added", 0) > 0 and where not in (0, "0"):
+            out.append("forward started new native threads that outlived the call")
+        return out
+
+    def _judge_trial(self, i: int, ref_out, cand_out, rep: dict, inputs) -> TrialResult:
+        if rep.get("output_type_error"):
+            return TrialResult(trial=i, passed=False, message=rep["output_type_error"])
+        mutated = inputs_unchanged(inputs, rep.get("inputs_after", []))
+        if mutated:
+            return TrialResult(trial=i, passed=False, message=mutated)
+        c = compare_outputs(ref_out, cand_out, self.cfg.rel_l2_tol)
+        return TrialResult(trial=i, passed=c.passed, max_abs_error=c.max_abs_error, rel_l2_error=c.rel_l2_error,
+                           message=c.message)
+
+    def _timing_stage(self, sb: Sandbox, module, ref_model, device: str) -> Verdict:
+        v, cfg = self.v, self.cfg
+        result = self._time_once(sb, module, ref_model, device)
+        if isinstance(result, Verdict):
+            return result
+        cand, ref = result
+        speedup = ref.median_ms / cand.median_ms if cand.median_ms > 0 else float("inf")
+        if speedup > cfg.outlier_speedup:
+            again = self._time_once(sb, module, ref_model, device)
+            if isinstance(again, Verdict):
+                return again
+            cand2, ref2 = again
+            s2 = ref2.median_ms / cand2.median_ms if cand2.median_ms > 0 else float("inf")
+            v.flags.append(f"outlier speedup {speedup:.3g}x re-timed: {s2:.3g}x; the lower is kept")
+            if s2 < speedup:
+                cand, ref, speedup = cand2, ref2, s2
+        v.candidate_timing, v.reference_timing = cand, ref
+        v.runtime_ms, v.ref_runtime_ms = cand.median_ms, ref.median_ms
+        v.speedup_vs_eager = speedup
+        if cfg.time_compile_baseline or cfg.baseline == "compile":
+            try:
+                rep = sb.request({"op": "time_compile", "master_seed": self.rng.getrandbits(62), "warmup": cfg.warmup,
+                                  "repeats": cfg.repeats, "input_sets": cfg.input_sets}, cfg.timeout_s * 3)
+                if rep.get("ok"):
+                    v.compile_runtime_ms = statistics.median(rep["compile_ms"])
+                    v.speedup_vs_compile = v.compile_runtime_ms / cand.median_ms
+                else:
+                    v.flags.append("torch.compile baseline failed: " + str(rep.get("error", ""))[-300:])
+            except WorkerTimeout:
+                v.flags.append("torch.compile baseline timed out")
+        v.speedup = v.speedup_vs_compile if cfg.baseline == "compile" else v.speedup_vs_eager
+        v.stages["timing"] = "ok"
+        return self.finish("ok")
+
+    def _time_once(self, sb: Sandbox, module, ref_model, device: str):
+        v, cfg = self.v, self.cfg
+        master_t = self.rng.getrandbits(62)
+        pool = list(range(cfg.warmup, cfg.warmup + cfg.repeats + cfg.rechecks))
+        audits = sorted(self.rng.sample(pool, min(cfg.rechecks, len(pool))))
+        rep = sb.request({"op": "time", "master_seed": master_t, "input_sets": cfg.input_sets, "warmup": cfg.warmup,
+                          "repeats": cfg.repeats, "max_repeats": cfg.max_repeats, "budget_s": cfg.time_budget_s,
+                          "target_sem": cfg.target_sem, "audit_rounds": audits},
+                         cfg.timeout_s + cfg.time_budget_s * 2)
+        if not rep["ok"]:
+            v.stages["timing"] = "error"
+            v.error = rep.get("error")
+            return self.finish("runtime_error" if rep["kind"] == "runtime_error" else "infra_error")
+        # Re-check the audited rounds (secretly chosen ones plus the final one) against the reference.
+        for r, audit in sorted(rep["audits"].items()):
+            inputs, ref_out = self._reference_case(module, ref_model, seed_for(master_t, r), perturb=False, device=device)
+            bad = self._runtime_violations(audit["report"], r)
+            if audit["report"].get("launches", 0) == 0:
+                bad.append("none of the candidate's own kernels ran in a timed round (fallback while timing)")
+            if bad:
+                v.violations = list(dict.fromkeys(v.violations + bad))
+                v.legal = False
+                v.stages["timing"] = "failed"
+                return self.finish("illegal")
+            t = self._judge_trial(int(r), ref_out, audit["outputs"], audit["report"], inputs)
+            if not t.passed:
+                t.message = f"re-check after timing (round {r}): {t.message}"
+                v.trials.append(t)
+                v.correct = False
+                v.pass_fraction = sum(x.passed for x in v.trials) / len(v.trials)
+                v.stages["timing"] = "failed"
+                v.violations.append("outputs produced while timing were wrong (stale or cached results)")
+                return self.finish("incorrect")
+        return _timing(rep["candidate_ms"]), _timing(rep["reference_ms"])
+
+
+def _all_finite(obj) -> bool:
+    if isinstance(obj, torch.Tensor):
+        return not obj.is_floating_point() or bool(torch.isfinite(obj).all())
+    if isinstance(obj, (list, tuple)):
+        return all(_all_finite(x) for x in obj)
+    return True
+
+
+def _to_cpu(obj):
+    from musacoder.judge.inputs import to_cpu
+
+    return to_cpu(obj)
+
+
+def _source_with_overrides(task: Task) -> str:
+    from musacoder.tasks import apply_overrides
+
+    return apply_overrides(task.source, task.overrides, task.path or task.name)
+
+
+def verify(task: Task | str | Path, candidate: str | Path, backend: str | None = None, overrides: dict | None = None,
+           config: VerifyConfig | None = None) -> Verdict:
+    """Run MooreEval on one candidate (raw model response or plain code, or a Path to a file holding it).
+
+    `backend` defaults to what the candidate's code shows (`cpu` when it shows nothing). Always returns a Verdict;
+    raises only for unusable arguments (missing task file, unknown override, unknown backend).
+    """
+    cfg = config or VerifyConfig()
+    t = _as_task(task, overrides)
+    t0 = time.monotonic()
+    run = _Run(t, _candidate_text(candidate), backend, cfg)
+    try:
+        verdict = run.run()
+    except (ValueError, FileNotFoundError):
+        raise
+    except Exception as e:  # noqa: BLE001 - anything unexpected on the trusted side is an infrastructure error
+        run.v.error = f"{type(e).__name__}: {e}"
+        verdict = run.finish("infra_error")
+    verdict.wall_s = time.monotonic() - t0
+    return verdict

@@ -1,0 +1,142 @@
+"""A candidate worker process, seen from the trusted side.
+
+Each attempt gets a fresh worker: its own process group (killed whole afterwards), a throw-away working directory that
+is also its HOME and TMPDIR, an environment scrubbed of everything but toolchain variables (no API keys), no core
+dumps, a file-size limit, and a wall-clock deadline on every request. A crash, a hang or a poisoned CUDA context ends
+only this worker; the caller turns it into a clean status.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from musacoder.judge import protocol
+
+ENV_KEEP_PREFIXES = ("CUDA", "NVIDIA", "TORCH", "TRITON", "LD_LIBRARY_PATH", "PATH", "CC", "CXX", "MAX_JOBS", "OMP_",
+                     "MKL_", "OPENBLAS_", "PYTHONPATH", "LANG", "LC_", "MUSACODER_", "NCCL_NVLS_ENABLE", "HIP", "ROCM")
+
+
+class WorkerTimeout(Exception):
+    pass
+
+
+class WorkerDied(Exception):
+    def __init__(self, returncode: int | None, log_tail: str):
+        super().__init__(f"worker exited with {returncode}")
+        self.returncode = returncode
+        self.log_tail = log_tail
+
+
+def _worker_env(workdir: Path, cache_dir: Path, extra: dict[str, str] | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k.startswith(ENV_KEEP_PREFIXES)}
+    env.update(HOME=str(workdir), TMPDIR=str(workdir), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
+               TORCH_EXTENSIONS_DIR=str(Path(cache_dir) / "torch_extensions"),
+               TRITON_CACHE_DIR=str(Path(cache_dir) / "triton"))
+    src = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(extra or {})
+    return env
+
+
+class Sandbox:
+    """Context manager around one worker process."""
+
+    def __init__(self, cache_dir: Path, env: dict[str, str] | None = None, keep_workdir: bool = False,
+                 memory_limit_gb: float | None = None):
+        self.cache_dir = Path(cache_dir)
+        self.keep = keep_workdir
+        self.extra_env = dict(env or {})
+        if memory_limit_gb:
+            self.extra_env["MUSACODER_AS_LIMIT"] = str(int(memory_limit_gb * (1 << 30)))
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "Sandbox":
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.workdir = Path(tempfile.mkdtemp(prefix="musacoder-cand-"))
+        self.log_path = self.workdir / "worker.log"
+        p2c_r, p2c_w = os.pipe()
+        c2p_r, c2p_w = os.pipe()
+        log = open(self.log_path, "wb")
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "musacoder.judge.worker", str(p2c_r), str(c2p_w)],
+                cwd=self.workdir, env=_worker_env(self.workdir, self.cache_dir, self.extra_env),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(p2c_r, c2p_w), start_new_session=True,
+            )
+        finally:
+            log.close()
+            os.close(p2c_r)
+            os.close(c2p_w)
+        self.to_worker, self.from_worker = p2c_w, c2p_r
+        return self
+
+    def request(self, msg: dict, timeout_s: float) -> dict:
+        """Send one request and wait for its reply, at most `timeout_s` seconds."""
+        assert self.proc is not None
+        try:
+            protocol.send(self.to_worker, msg)
+        except (BrokenPipeError, OSError):
+            raise WorkerDied(self.proc.poll(), self.log_tail()) from None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerTimeout(f"no reply to {msg.get('op')!r} within {timeout_s:.0f} s")
+            ready, _, _ = select.select([self.from_worker], [], [], min(left, 1.0))
+            if ready:
+                break
+            if self.proc.poll() is not None:
+                # it may have written its reply just before exiting
+                ready, _, _ = select.select([self.from_worker], [], [], 0)
+                if not ready:
+                    raise WorkerDied(self.proc.returncode, self.log_tail())
+                break
+        try:
+            reply = protocol.recv(self.from_worker)
+        except protocol.ChannelClosed:
+            self.proc.wait(timeout=5)
+            raise WorkerDied(self.proc.returncode, self.log_tail()) from None
+        except Exception as e:  # noqa: BLE001 - an unreadable (e.g. forged) reply
+            raise WorkerDied(self.proc.poll(), f"unreadable reply from the worker: {e}") from None
+        if not isinstance(reply, dict):
+            raise WorkerDied(self.proc.poll(), "malformed reply from the worker")
+        return reply
+
+    def log_tail(self, n: int = 3000) -> str:
+        try:
+            data = self.log_path.read_bytes()[-n:]
+            return data.decode(errors="replace")
+        except OSError:
+            return ""
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            self.proc = None
+        for fd in (getattr(self, "to_worker", None), getattr(self, "from_worker", None)):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.to_worker = self.from_worker = None
+        if not self.keep and getattr(self, "workdir", None):
+            shutil.rmtree(self.workdir, ignore_errors=True)

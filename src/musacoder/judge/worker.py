@@ -1,0 +1,355 @@
+"""The candidate worker: the only process that imports and runs candidate code.
+
+Started by `musacoder.judge.sandbox` as `python -m musacoder.judge.worker FD_IN FD_OUT` in its own process group, in a
+throw-away working directory, with a scrubbed environment. It never receives reference outputs: it gets inputs,
+returns the candidate's outputs (and the inputs as they are after the call), the aten ops the profiler saw and the
+kernel launches the build/launch hooks counted. Timers are captured before any candidate code is imported.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import threading
+import time
+import traceback
+
+# Captured before candidate code exists in this process.
+_perf_ns = time.perf_counter_ns
+_thread_count = threading.active_count
+
+
+def _native_threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
+
+
+class Worker:
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+        self.model = None
+        self.ref_model = None
+        self.task_module = None
+        self.record = None
+        self.triton_launches: dict[str, int] = {}
+        self.device = "cpu"
+        self.backend = "cpu"
+        self.static_kernels: list[str] = []
+
+    # -- helpers -----------------------------------------------------------------------------------------------
+    def sync(self):
+        if self.device.startswith("cuda"):
+            self.torch.cuda.synchronize()
+
+    def launches(self) -> int:
+        return sum(self.record.calls.values()) + sum(self.triton_launches.values())
+
+    def _install_triton_hook(self):
+        try:
+            import triton  # noqa: F401
+            from triton.runtime import jit as tjit
+        except Exception:  # noqa: BLE001 - triton absent: nothing to hook
+            return
+        torch = self.torch
+        counts = self.triton_launches
+        classes = [tjit.JITFunction]
+        try:
+            from triton.runtime import interpreter
+
+            if hasattr(interpreter, "InterpretedFunction"):
+                classes.append(interpreter.InterpretedFunction)
+        except Exception:  # noqa: BLE001
+            pass
+        for cls in classes:
+            orig = cls.run
+
+            def run(self_, *args, _orig=orig, **kw):
+                fn = getattr(self_, "fn", None)
+                name = getattr(fn, "__name__", None) or getattr(self_, "__name__", "triton_kernel")
+                counts[name] = counts.get(name, 0) + 1
+                with torch.profiler.record_function(f"musacoder::triton::{name}"):
+                    return _orig(self_, *args, **kw)
+
+            cls.run = run
+
+    # -- operations --------------------------------------------------------------------------------------------
+    def op_load(self, msg):
+        """Install hooks and import the candidate (its load_inline calls build through the cache)."""
+        import torch.utils.cpp_extension as cpp_ext
+
+        from musacoder.build.cache import BuildError, BuildRecord, make_cached_load_inline
+        from musacoder.tasks import load_module
+        from musacoder.records import Task
+
+        self.device = msg["device"]
+        self.backend = msg["backend"]
+        self.record = BuildRecord()
+        cpp_ext.load_inline = make_cached_load_inline(cpp_ext.load_inline, msg["cache_dir"], self.backend, self.record)
+        if self.backend == "triton":
+            self._install_triton_hook()
+        if msg.get("task_source") is not None:
+            self.task_module = load_module(Task(name="task", source=msg["task_source"], overrides={}), "musacoder_task")
+        import types
+
+        module = types.ModuleType("candidate")
+        module.__file__ = os.path.join(os.getcwd(), "candidate.py")
+        with open(module.__file__, "w") as f:
+            f.write(msg["code"])
+        sys.modules["candidate"] = module
+        t0 = time.perf_counter()
+        try:
+            exec(compile(msg["code"], module.__file__, "exec"), module.__dict__)  # noqa: S102 - sandboxed worker
+        except BuildError as e:
+            return {"ok": False, "kind": "compile_error", "log": e.log, "builds": self.record.builds}
+        except BaseException as e:  # noqa: BLE001
+            if self.record.error_log is not None:
+                return {"ok": False, "kind": "compile_error", "log": self.record.error_log, "builds": self.record.builds}
+            return {"ok": False, "kind": "runtime_error", "error": _trim_tb(e), "where": "import"}
+        if self.record.error_log is not None:
+            return {"ok": False, "kind": "compile_error", "log": self.record.error_log, "builds": self.record.builds}
+        if not hasattr(module, "ModelNew"):
+            return {"ok": False, "kind": "runtime_error", "error": "the candidate defines no ModelNew", "where": "import"}
+        self.candidate = module
+        return {"ok": True, "builds": self.record.builds, "seconds": time.perf_counter() - t0}
+
+    def op_init(self, msg):
+        torch = self.torch
+        init_inputs = list(msg["init_inputs"])
+        torch.manual_seed(msg["seed"])
+        try:
+            model = self.candidate.ModelNew(*init_inputs)
+        except BaseException as e:  # noqa: BLE001
+            return {"ok": False, "kind": "runtime_error", "error": _trim_tb(e), "where": "ModelNew.__init__"}
+        notes = []
+        ref_sd = msg["state_dict"]
+        own = model.state_dict()
+        with torch.no_grad():
+            for k, v in ref_sd.items():
+                if k in own and own[k].shape == v.shape:
+                    own[k].copy_(v)
+                elif k in own:
+                    notes.append(f"{k}: shape {tuple(own[k].shape)} differs from the reference's {tuple(v.shape)}")
+                else:
+                    notes.append(f"{k}: not kept as a parameter/buffer of ModelNew (weights may differ)")
+        self.model = model.to(self.device)
+        if self.task_module is not None and msg.get("build_reference", True):
+            torch.manual_seed(msg["seed"])
+            self.ref_model = self.task_module.Model(*init_inputs)
+            self.ref_model.load_state_dict(ref_sd)
+            self.ref_model = self.ref_model.to(self.device)
+        return {"ok": True, "notes": notes}
+
+    def _forward(self, inputs, profile: bool):
+        """One candidate call on device copies of `inputs`; returns (outputs, report dict)."""
+        torch = self.torch
+        from musacoder.judge.inputs import to_device
+        from musacoder.legality.runtime import analyse_events
+
+        args = to_device(inputs, self.device)
+        self.sync()
+        py_threads, native_threads = _thread_count(), _native_threads()
+        launches0 = self.launches()
+        report = {}
+        with torch.no_grad():
+            if profile:
+                acts = [torch.profiler.ProfilerActivity.CPU]
+                if self.device.startswith("cuda"):
+                    acts.append(torch.profiler.ProfilerActivity.CUDA)
+                with torch.profiler.profile(activities=acts) as prof:
+                    with torch.profiler.record_function("musacoder::candidate_forward"):
+                        out = self.model(*args)
+                    self.sync()
+                rt = analyse_events(prof.events())
+                report.update(illegal_ops=rt.illegal_ops, ops=sorted(set(rt.all_ops)), device_kernels=sorted(set(rt.device_kernels)))
+            else:
+                out = self.model(*args)
+                self.sync()
+        report["launches"] = self.launches() - launches0
+        report["py_threads_added"] = _thread_count() - py_threads
+        report["native_threads_added"] = _native_threads() - native_threads
+        bad = _non_plain(out)
+        if bad:
+            report["output_type_error"] = bad
+            out = None
+        report["inputs_after"] = _to_cpu_all(args)
+        return out, report
+
+    def op_trial(self, msg):
+        from musacoder.judge.inputs import to_cpu
+
+        inputs = msg["inputs"]
+        try:
+            out, report = self._forward(inputs, profile=msg.get("profile", True))
+        except BaseException as e:  # noqa: BLE001
+            return {"ok": False, "kind": "runtime_error", "error": _trim_tb(e), "where": "forward"}
+        return {"ok": True, "outputs": to_cpu(out) if out is not None else None, "report": report}
+
+    def op_time(self, msg):
+        """Interleaved timing of candidate and reference over rotating input sets, with secret audit rounds.
+
+        Round r uses input set r mod P, refilled in place from seed(master, r) before reuse, so contents never
+        repeat while pointers do. The candidate runs before the reference in every round. Audit rounds run the
+        candidate under the profiler (untimed) and return its output for the trusted side to re-check.
+        """
+        torch = self.torch
+        from musacoder.judge.inputs import make_inputs, seed_for, to_cpu, to_device
+
+        master, n_sets = msg["master_seed"], msg["input_sets"]
+        warmup, min_rep, max_rep = msg["warmup"], msg["repeats"], msg["max_repeats"]
+        budget_ns = msg["budget_s"] * 1e9
+        audits = set(msg["audit_rounds"])
+        sets: list = []
+        cand_ms: list[float] = []
+        ref_ms: list[float] = []
+        audit_out = {}
+        start = _perf_ns()
+
+        def inputs_for(r):
+            fresh = to_device(make_inputs(self.task_module, seed_for(master, r)), self.device)
+            if len(sets) < n_sets:
+                sets.append(fresh)
+                return fresh
+            cur = sets[r % n_sets]
+            with torch.no_grad():
+                for dst, src in zip(cur, fresh):
+                    if isinstance(dst, torch.Tensor):
+                        dst.copy_(src)
+            return cur
+
+        def timed(fn, args):
+            self.sync()
+            t0 = _perf_ns()
+            with torch.no_grad():
+                out = fn(*args)
+            self.sync()
+            return (_perf_ns() - t0) / 1e6, out
+
+        r = 0
+        final_round = None
+        while True:
+            args = inputs_for(r)
+            if r in audits or r == final_round:
+                try:
+                    out, report = self._forward([to_cpu(a) for a in args], profile=True)
+                except BaseException as e:  # noqa: BLE001
+                    return {"ok": False, "kind": "runtime_error", "error": _trim_tb(e), "where": f"forward (timing round {r})"}
+                audit_out[r] = {"outputs": to_cpu(out) if out is not None else None, "report": report}
+                if r == final_round:
+                    break
+            else:
+                try:
+                    t_c, out = timed(self.model, args)
+                except BaseException as e:  # noqa: BLE001
+                    return {"ok": False, "kind": "runtime_error", "error": _trim_tb(e), "where": f"forward (timing round {r})"}
+                del out
+                t_r, ref_out = timed(self.ref_model, args)
+                del ref_out
+                if r >= warmup:
+                    cand_ms.append(t_c)
+                    ref_ms.append(t_r)
+            r += 1
+            n = len(cand_ms)
+            if final_round is None and r > max(audits, default=0) and n >= min_rep:
+                done = n >= max_rep or (_perf_ns() - start) > budget_ns or (
+                    _sem(cand_ms) < msg["target_sem"] and _sem(ref_ms) < msg["target_sem"])
+                if done:
+                    final_round = r
+        return {"ok": True, "candidate_ms": cand_ms, "reference_ms": ref_ms, "audits": audit_out,
+                "final_round": final_round}
+
+    def op_time_compile(self, msg):
+        """Time a torch.compile'd reference on rotating inputs (the `torch.compile` baseline)."""
+        torch = self.torch
+        from musacoder.judge.inputs import make_inputs, seed_for, to_device
+
+        compiled = torch.compile(self.ref_model, mode=msg.get("mode") or None)
+        times = []
+        sets = [to_device(make_inputs(self.task_module, seed_for(msg["master_seed"], 7_000_000 + i)), self.device)
+                for i in range(msg["input_sets"])]
+        for r in range(msg["warmup"] + msg["repeats"]):
+            args = sets[r % len(sets)]
+            self.sync()
+            t0 = _perf_ns()
+            with torch.no_grad():
+                compiled(*args)
+            self.sync()
+            if r >= msg["warmup"]:
+                times.append((_perf_ns() - t0) / 1e6)
+        return {"ok": True, "compile_ms": times}
+
+
+def _to_cpu_all(obj):
+    from musacoder.judge.inputs import to_cpu
+
+    return to_cpu(obj)
+
+
+def _sem(xs: list[float]) -> float:
+    """Relative standard error of the mean."""
+    n = len(xs)
+    if n < 2:
+        return math.inf
+    m = sum(xs) / n
+    var = sum((x - m) ** 2 for x in xs) / (n - 1)
+    return math.sqrt(var / n) / m if m > 0 else math.inf
+
+
+def _non_plain(out) -> str | None:
+    import torch
+
+    if isinstance(out, (list, tuple)):
+        for x in out:
+            bad = _non_plain(x)
+            if bad:
+                return bad
+        return None
+    if isinstance(out, torch.Tensor) and type(out) is not torch.Tensor:
+        return f"forward returned a tensor subclass ({type(out).__name__}); return plain torch.Tensor outputs"
+    if isinstance(out, torch.Tensor) and out.is_meta:
+        return "forward returned a meta tensor (no data)"
+    return None
+
+
+def _trim_tb(e: BaseException, limit: int = 4000) -> str:
+    text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def main() -> None:
+    fd_in, fd_out = int(sys.argv[1]), int(sys.argv[2])
+    os.dup2(2, 1)  # candidate prints go to the log, never into the protocol
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    fsize = int(os.environ.get("MUSACODER_FSIZE_LIMIT", str(4 << 30)))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    as_limit = os.environ.get("MUSACODER_AS_LIMIT")
+    if as_limit:
+        resource.setrlimit(resource.RLIMIT_AS, (int(as_limit), int(as_limit)))
+    from musacoder.judge import protocol
+
+    worker = Worker()
+    worker.torch.ones(1 << 16).sum()  # start the intra-op thread pool before any candidate code runs
+    while True:
+        try:
+            msg = protocol.recv(fd_in)
+        except protocol.ChannelClosed:
+            return
+        op = msg["op"]
+        if op == "exit":
+            protocol.send(fd_out, {"ok": True})
+            return
+        try:
+            reply = getattr(worker, f"op_{op}")(msg)
+        except BaseException as e:  # noqa: BLE001
+            reply = {"ok": False, "kind": "infra_error", "error": _trim_tb(e), "where": op}
+        protocol.send(fd_out, reply)
+
+
+if __name__ == "__main__":
+    main()

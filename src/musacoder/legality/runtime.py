@@ -1,0 +1,78 @@
+"""Runtime legality: which aten ops ran inside the candidate's forward, read from `torch.profiler` events.
+
+Only the *outermost* aten op of each call chain is judged (whitelisted composites such as `empty_like` dispatch into
+internals like `empty_strided`, which are fine); an op called from inside the candidate's C++ wrapper is seen too,
+nested under the `musacoder::ext::<fn>` range the build hook opens, and reported as coming from there.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# The paper's anti-fallback whitelist, plus the aliases and casts PyTorch dispatches for the same plumbing.
+PAPER_WHITELIST = {
+    "_local_scalar_dense", "item", "alias", "allclose", "equal", "arange", "as_strided", "stride", "broadcast_to",
+    "expand", "flatten", "reshape", "view", "permute", "transpose", "select", "slice", "squeeze", "unsqueeze",
+    "clone", "contiguous", "copy_", "empty", "empty_like", "full", "ones", "zeros", "rand", "randint", "randn",
+}
+PLUMBING_EXTRAS = {
+    "empty_strided", "_to_copy", "to", "_reshape_alias", "_unsafe_view", "view_as", "expand_as", "t", "numpy_T",
+    "detach", "lift_fresh", "resolve_conj", "resolve_neg", "new_empty", "new_empty_strided", "new_zeros", "new_ones",
+    "new_full", "zeros_like", "ones_like", "full_like", "fill_", "zero_", "unflatten", "split", "chunk", "unbind",
+    "narrow", "movedim", "type_as", "size", "sym_size", "sym_stride", "sym_numel", "numel", "dim", "is_contiguous",
+    "squeeze_", "unsqueeze_", "as_strided_", "_has_compatible_shallow_copy_type", "set_", "result_type",
+    "is_nonzero", "split_with_sizes", "lift_fresh_copy", "scalar_tensor", "view_as_real", "view_as_complex",
+    "resize_", "uniform_", "normal_", "random_", "record_stream", "empty_permuted", "_empty_affine_quantized",
+    "contiguous", "expand_copy", "reshape_as", "align_to", "requires_grad_",
+}
+ALLOWED_ATEN = PAPER_WHITELIST | PLUMBING_EXTRAS
+ALLOWED_PREFIXES = ("_assert_", "_cast_")
+EXT_RANGE = "musacoder::ext::"
+# Kernel names of vendor libraries (policy switch `allow_vendor_libs`, strict by default).
+VENDOR_KERNEL = re.compile(r"cublas|cudnn|cutlass_80|sm\d+_xmma|nvjet|gemv2|gemmk|ampere_sgemm|volta_sgemm|magma", re.I)
+
+
+def aten_allowed(op: str) -> bool:
+    name = op.removeprefix("aten::")
+    return name in ALLOWED_ATEN or name.startswith(ALLOWED_PREFIXES)
+
+
+@dataclass
+class RuntimeReport:
+    illegal_ops: list[str] = field(default_factory=list)  # "aten::mm (from extension function fn)"
+    all_ops: list[str] = field(default_factory=list)
+    device_kernels: list[str] = field(default_factory=list)
+
+
+def _ancestors(ev):
+    p = ev.cpu_parent
+    while p is not None:
+        yield p
+        p = p.cpu_parent
+
+
+def analyse_events(events) -> RuntimeReport:
+    """Judge profiler `FunctionEvent`s recorded around one candidate forward call."""
+    rep = RuntimeReport()
+    seen = set()
+    for ev in events:
+        name = ev.name
+        if getattr(ev, "device_type", None) is not None and str(ev.device_type).endswith("CUDA"):
+            rep.device_kernels.append(name)
+            continue
+        if not name.startswith("aten::"):
+            continue
+        anc = list(_ancestors(ev))
+        if any(a.name.startswith("aten::") for a in anc):
+            continue  # nested inside another aten op: judged through its outermost op
+        rep.all_ops.append(name)
+        if aten_allowed(name):
+            continue
+        ext = next((a.name[len(EXT_RANGE):] for a in anc if a.name.startswith(EXT_RANGE)), None)
+        where = f"called from inside extension function {ext} (C++)" if ext else "called from Python in forward"
+        label = f"{name} ({where})"
+        if label not in seen:
+            seen.add(label)
+            rep.illegal_ops.append(label)
+    return rep

@@ -1,0 +1,140 @@
+"""Typed records exchanged between the stages of the data path.
+
+task -> candidate -> build -> run/judge (MooreEval) -> verdict -> reward/feedback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Backend = Literal["cpu", "triton", "cuda"]
+BACKENDS: tuple[str, ...] = ("cpu", "triton", "cuda")
+
+Status = Literal[
+    "ok",
+    "extract_error",
+    "illegal",
+    "compile_error",
+    "runtime_error",
+    "incorrect",
+    "timeout",
+    "crashed",
+    "infra_error",
+]
+STATUSES: tuple[str, ...] = (
+    "ok",
+    "extract_error",
+    "illegal",
+    "compile_error",
+    "runtime_error",
+    "incorrect",
+    "timeout",
+    "crashed",
+    "infra_error",
+)
+
+# The stages of one verification, in the order they run.
+STAGES: tuple[str, ...] = (
+    "extract",
+    "static_legality",
+    "build",
+    "correctness",
+    "runtime_legality",
+    "timing",
+    "reward",
+)
+
+
+class Task(BaseModel):
+    """One problem in KernelBench format: `class Model`, `get_inputs()`, `get_init_inputs()`.
+
+    `source` is the problem file's text; `overrides` are module-level size constants replaced before the
+    module's inputs and modules are made (see `musacoder.tasks.apply_overrides`).
+    """
+
+    name: str  # problem file name without `.py`, e.g. "19_ReLU"
+    level: int | None = None
+    problem_id: int | None = None
+    source: str
+    path: str | None = None
+    overrides: dict[str, int | float | bool | str] = Field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"level{self.level}/{self.name}" if self.level is not None else self.name
+
+
+class Candidate(BaseModel):
+    """Code extracted from a raw model response (or given as plain code)."""
+
+    code: str | None
+    backend: Backend | None = None
+    extract_error: str | None = None
+
+
+class TrialResult(BaseModel):
+    """Outcome of one correctness trial, compared in the trusted process."""
+
+    trial: int
+    passed: bool
+    max_abs_error: float | None = None
+    rel_l2_error: float | None = None
+    message: str = ""
+
+
+class Timing(BaseModel):
+    """Timing summary of one side (candidate or a baseline), milliseconds per call."""
+
+    median_ms: float
+    mean_ms: float
+    stdev_ms: float
+    min_ms: float
+    max_ms: float
+    repeats: int
+
+
+class Verdict(BaseModel):
+    """MooreEval's verdict on one candidate for one task. The JSON contract of `musacoder verify --json`."""
+
+    status: Status
+    compiled: bool = False
+    legal: bool = False
+    correct: bool = False
+    pass_fraction: float = 0.0
+    speedup: float | None = None  # against the configured baseline (eager by default)
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    runtime_ms: float | None = None
+    ref_runtime_ms: float | None = None
+    compile_runtime_ms: float | None = None
+    reward: float = -1.0
+    violations: list[str] = Field(default_factory=list)
+    feedback: str = ""
+    # Diagnostics (not part of the minimal contract, but stable).
+    task: str | None = None
+    backend: str | None = None
+    stages: dict[str, str] = Field(default_factory=dict)
+    trials: list[TrialResult] = Field(default_factory=list)
+    flags: list[str] = Field(default_factory=list)
+    compile_log: str | None = None
+    error: str | None = None
+    candidate_timing: Timing | None = None
+    reference_timing: Timing | None = None
+    wall_s: float | None = None
+
+
+class VerifyRequest(BaseModel):
+    """One line of a `verify-batch` manifest."""
+
+    id: str
+    task: str  # path to a problem file
+    candidate: str  # path to a raw response or plain code
+    backend: Backend | None = None
+    set: dict[str, int | float | bool | str] = Field(default_factory=dict)
+
+
+def as_path(p: str | Path) -> Path:
+    return p if isinstance(p, Path) else Path(p)

@@ -1,0 +1,32 @@
+"""MooreEval's reward: a pure function of the verdict's outcome.
+
+    s = −1                              extraction, build or execution failed, illegal fallback, or q = 0
+    s = −0.5 + 0.5·q                    0 < q < 1 (partially correct)
+    s = 1 + λ·min(max(ν − 1, 0), ν_max) q = 1 and legal
+
+q is the fraction of correctness trials passed, ν the speedup over the chosen PyTorch baseline (eager by default).
+A correct, legal candidate that was not timed (ν unknown) gets s = 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+FAILED_STATUSES = frozenset({"extract_error", "illegal", "compile_error", "runtime_error", "timeout", "crashed"})
+
+
+def kernel_reward(status: str, pass_fraction: float, legal: bool, speedup: float | None,
+                  lam: float = 0.5, nu_max: float = 4.0) -> float:
+    """The MusaCoder score s ∈ [−1, 1 + λ·ν_max] for one verdict (formula in the module docstring)."""
+    if status in FAILED_STATUSES or status == "infra_error" or not legal:
+        return -1.0
+    q = float(pass_fraction)
+    if not 0.0 <= q <= 1.0 or math.isnan(q):
+        raise ValueError(f"pass_fraction must be in [0, 1], got {pass_fraction}")
+    if q == 0.0:
+        return -1.0
+    if q < 1.0:
+        return -0.5 + 0.5 * q
+    if speedup is None or not math.isfinite(speedup):
+        return 1.0
+    return 1.0 + lam * min(max(speedup - 1.0, 0.0), nu_max)
