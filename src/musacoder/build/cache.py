@@ -150,8 +150,7 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
             kwargs["extra_include_paths"] = list(kwargs.get("extra_include_paths") or []) + includes
             kwargs["extra_ldflags"] = list(kwargs.get("extra_ldflags") or []) + ldflags
         key = build_key(kwargs, backend)
-        safe = re.sub(r"\W", "_", str(name))[:40] or "ext"
-        ext_name = f"mc_{safe}_{key[:16]}"
+        ext_name = f"mc_ext_{key[:20]}"  # independent of the candidate's chosen name: same sources, one build
         build_dir = cache_root / key[:2] / key
         build_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()

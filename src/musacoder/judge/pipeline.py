@@ -267,6 +267,16 @@ class _Run:
         # Re-check the audited rounds (secretly chosen ones plus the final one) against the reference.
         for r, audit in sorted(rep["audits"].items()):
             inputs, ref_out = self._reference_case(module, ref_model, seed_for(master_t, r), perturb=False, device=device)
+            t = self._judge_trial(int(r), ref_out, audit["outputs"], audit["report"], inputs)
+            if not t.passed:
+                t.message = f"re-check after timing (round {r}): {t.message}"
+                v.trials.append(t)
+                v.correct = False
+                v.legal = False  # stale/cached outputs while timing are a hack, not a partial solution: s = -1
+                v.pass_fraction = sum(x.passed for x in v.trials) / len(v.trials)
+                v.stages["timing"] = "failed"
+                v.violations.append("outputs produced while timing were wrong (stale or cached results)")
+                return self.finish("incorrect")
             bad = self._runtime_violations(audit["report"], r)
             if audit["report"].get("launches", 0) == 0:
                 bad.append("none of the candidate's own kernels ran in a timed round (fallback while timing)")
@@ -275,15 +285,6 @@ class _Run:
                 v.legal = False
                 v.stages["timing"] = "failed"
                 return self.finish("illegal")
-            t = self._judge_trial(int(r), ref_out, audit["outputs"], audit["report"], inputs)
-            if not t.passed:
-                t.message = f"re-check after timing (round {r}): {t.message}"
-                v.trials.append(t)
-                v.correct = False
-                v.pass_fraction = sum(x.passed for x in v.trials) / len(v.trials)
-                v.stages["timing"] = "failed"
-                v.violations.append("outputs produced while timing were wrong (stale or cached results)")
-                return self.finish("incorrect")
         return _timing(rep["candidate_ms"]), _timing(rep["reference_ms"])
 
 

@@ -1,0 +1,138 @@
+"""Many verifications at once: a bounded pool over `verify`, results streamed as they finish.
+
+Each verification already runs its candidate in its own sandboxed worker process, so the pool is threads that
+supervise those processes. `verify_batch` is the manifest/JSONL edge used by `musacoder verify-batch`: results are
+appended (and flushed) as they finish, and a rerun skips ids already present in the output file.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from musacoder.config import VerifyConfig
+from musacoder.records import Task, Verdict, VerifyRequest
+
+
+@dataclass
+class VerifyJob:
+    id: str
+    task: Task
+    candidate: str  # raw response text or plain code
+    backend: str | None = None
+    overrides: dict = field(default_factory=dict)
+
+
+def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyConfig | None = None,
+                verifier: Callable[..., Verdict] | None = None) -> Iterator[tuple[VerifyJob, Verdict]]:
+    """Verify jobs with at most `workers` in flight; yields (job, verdict) in completion order."""
+    from musacoder.judge.pipeline import verify
+
+    fn = verifier or verify
+    cfg = config or VerifyConfig()
+
+    def one(job: VerifyJob) -> Verdict:
+        try:
+            return fn(job.task, job.candidate, backend=job.backend, overrides=job.overrides or None, config=cfg)
+        except Exception as e:  # noqa: BLE001 - a bad job must not stop the batch
+            return Verdict(status="infra_error", task=job.task.key, error=f"{type(e).__name__}: {e}",
+                           feedback=f"The verifier could not run this job: {e}")
+
+    it = iter(jobs)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        running = {}
+        for job in it:
+            running[pool.submit(one, job)] = job
+            if len(running) >= workers:
+                break
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                job = running.pop(fut)
+                yield job, fut.result()
+                nxt = next(it, None)
+                if nxt is not None:
+                    running[pool.submit(one, nxt)] = nxt
+
+
+class ManifestError(ValueError):
+    pass
+
+
+def read_manifest(path: Path) -> list[VerifyRequest]:
+    reqs, seen = [], set()
+    base = path.parent
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            req = VerifyRequest.model_validate(json.loads(line))
+        except Exception as e:  # noqa: BLE001
+            raise ManifestError(f"{path}:{n}: not a valid manifest line ({e}); expected "
+                                '{"id": ..., "task": PATH, "candidate": PATH, "backend": "cpu"|"triton"|"cuda"}') from None
+        if req.id in seen:
+            raise ManifestError(f"{path}:{n}: duplicate id {req.id!r}")
+        seen.add(req.id)
+        for attr in ("task", "candidate"):
+            p = Path(getattr(req, attr))
+            if not p.is_absolute() and not p.exists() and (base / p).exists():
+                setattr(req, attr, str(base / p))
+        reqs.append(req)
+    return reqs
+
+
+def done_ids(out: Path) -> set[str]:
+    ids = set()
+    if out.exists():
+        for line in out.read_text().splitlines():
+            try:
+                ids.add(json.loads(line)["id"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut by a crash is redone
+    return ids
+
+
+def verify_batch(manifest: Path, out: Path, workers: int = 1, config: VerifyConfig | None = None,
+                 on_result: Callable[[str, Verdict], None] | None = None) -> int:
+    """Run a manifest; returns how many results were written now."""
+    from musacoder.tasks import load_task
+
+    reqs = read_manifest(manifest)
+    skip = done_ids(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # a partial last line (crash mid-write) would corrupt the next append
+    if out.exists() and out.stat().st_size and not out.read_bytes().endswith(b"\n"):
+        with open(out, "ab") as f:
+            f.write(b"\n")
+
+    def jobs():
+        for r in reqs:
+            if r.id in skip:
+                continue
+            try:
+                task = load_task(r.task, r.set or None)
+                text = Path(r.candidate).read_text()
+            except Exception as e:  # noqa: BLE001 - reported as a result line
+                task = Task(name=Path(r.task).stem, source="")
+                text = f"\x00musacoder-error:{e}"
+            yield VerifyJob(r.id, task, text, r.backend, {})
+
+    def guarded(task, candidate, **kw):
+        if candidate.startswith("\x00musacoder-error:"):
+            raise ValueError(candidate.split(":", 1)[1])
+        from musacoder.judge.pipeline import verify
+
+        return verify(task, candidate, **kw)
+
+    n = 0
+    with open(out, "a") as f:
+        for job, verdict in verify_many(jobs(), workers=workers, config=config, verifier=guarded):
+            f.write(json.dumps({"id": job.id, **verdict.model_dump(mode="json")}) + "\n")
+            f.flush()
+            n += 1
+            if on_result:
+                on_result(job.id, verdict)
+    return n

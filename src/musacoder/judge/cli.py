@@ -1,0 +1,157 @@
+"""CLI commands of MooreEval: `verify`, `verify-batch`, `tasks list`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+EXIT_USAGE = 2
+EXIT_INFRA = 3
+
+
+def _fail(msg: str, code: int = EXIT_USAGE):
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(code)
+
+
+def _parse_sets(sets: list[str]) -> dict:
+    from musacoder.tasks import TaskError, parse_override
+
+    out = {}
+    for s in sets:
+        try:
+            k, v = parse_override(s)
+        except TaskError as e:
+            _fail(str(e))
+        out[k] = v
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    tasks_app = typer.Typer(help="List tasks (KernelBench layout or the shipped examples).", no_args_is_help=True)
+    app.add_typer(tasks_app, name="tasks")
+
+    @tasks_app.command("list")
+    def tasks_list(
+        kernelbench_dir: Optional[Path] = typer.Option(None, "--kernelbench-dir", envvar="KERNELBENCH_DIR",
+                                                       help="KernelBench folder with level1/ level2/ …; default: the shipped examples."),
+        level: Optional[int] = typer.Option(None, "--level", help="Only this level."),
+        as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+    ):
+        """List problems with their size constants."""
+        from musacoder.tasks import TaskError, load_kernelbench_dir, load_task, size_constants
+
+        try:
+            if kernelbench_dir is None:
+                ex = Path(__file__).resolve().parents[3] / "examples" / "tasks"
+                tasks = [load_task(p) for p in sorted(ex.glob("*.py"))]
+                if level is not None:
+                    tasks = [t for t in tasks if t.level == level]
+            else:
+                tasks = load_kernelbench_dir(kernelbench_dir, [level] if level else None)
+        except TaskError as e:
+            _fail(str(e))
+        if as_json:
+            for t in tasks:
+                typer.echo(json.dumps({"name": t.name, "level": t.level, "problem_id": t.problem_id, "path": t.path,
+                                       "sizes": size_constants(t.source)}, default=str))
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table("level", "task", "size constants")
+        for t in tasks:
+            sizes = ", ".join(f"{k}={v}" for k, v in size_constants(t.source).items())
+            table.add_row(str(t.level if t.level is not None else "-"), t.name, sizes[:90])
+        Console().print(table)
+        typer.echo(f"{len(tasks)} task(s)")
+
+    @app.command("verify")
+    def verify_cmd(
+        task: Path = typer.Option(..., "--task", help="Problem file in KernelBench format."),
+        candidate: Path = typer.Option(..., "--candidate", help="Raw model response or plain code."),
+        backend: Optional[str] = typer.Option(None, "--backend", help="cpu | triton | cuda (default: what the code shows)."),
+        sets: list[str] = typer.Option([], "--set", help="Size override NAME=VALUE (repeatable)."),
+        as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
+        trials: int = typer.Option(5, "--trials", help="Correctness trials."),
+        no_timing: bool = typer.Option(False, "--no-timing", help="Skip the timing stage."),
+        baseline: str = typer.Option("eager", "--baseline", help="Speedup in the reward against eager or compile."),
+        allow_vendor_libs: bool = typer.Option(False, "--allow-vendor-libs", help="Allow cuBLAS/cuDNN (strict: forbidden)."),
+        timeout: float = typer.Option(180.0, "--timeout", help="Run time limit in seconds."),
+    ):
+        """Verify one candidate against one task; exit 0 whenever a verdict was reached."""
+        from musacoder.config import VerifyConfig
+        from musacoder.judge.pipeline import verify
+        from musacoder.records import BACKENDS
+        from musacoder.tasks import TaskError
+
+        if backend is not None and backend not in BACKENDS:
+            _fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        if baseline not in ("eager", "compile"):
+            _fail("--baseline must be eager or compile")
+        if not candidate.is_file():
+            _fail(f"candidate file not found: {candidate}")
+        try:
+            cfg = VerifyConfig(trials=trials, time_candidate=not no_timing, baseline=baseline,
+                               allow_vendor_libs=allow_vendor_libs, timeout_s=timeout)
+            v = verify(task, candidate.read_text(), backend=backend, overrides=_parse_sets(sets), config=cfg)
+        except TaskError as e:
+            _fail(str(e))
+        except ValueError as e:
+            _fail(str(e))
+        if as_json:
+            sys.stdout.write(v.model_dump_json() + "\n")
+        else:
+            _print_verdict(v)
+        if v.status == "infra_error":
+            raise typer.Exit(EXIT_INFRA)
+
+    @app.command("verify-batch")
+    def verify_batch_cmd(
+        manifest: Path = typer.Argument(..., help="JSONL: id, task, candidate, backend[, set]."),
+        out: Path = typer.Option(..., "--out", help="Results JSONL (appended; a rerun skips done ids)."),
+        workers: int = typer.Option(max(1, (os.cpu_count() or 2) // 2), "--workers", help="Verifications in flight."),
+        trials: int = typer.Option(5, "--trials"),
+        no_timing: bool = typer.Option(False, "--no-timing"),
+    ):
+        """Verify a manifest of candidates with a pool of sandboxed workers."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from musacoder.config import VerifyConfig
+        from musacoder.judge.batch import ManifestError, done_ids, read_manifest, verify_batch
+
+        if not manifest.is_file():
+            _fail(f"manifest not found: {manifest}")
+        try:
+            total = len(read_manifest(manifest))
+        except ManifestError as e:
+            _fail(str(e))
+        already = len(done_ids(out) & {r.id for r in read_manifest(manifest)})
+        counts: dict[str, int] = {}
+        with Progress(TextColumn("verify"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                      TimeElapsedColumn(), transient=False) as prog:
+            bar = prog.add_task("", total=total, completed=already)
+
+            def on_result(_id, v):
+                counts[v.status] = counts.get(v.status, 0) + 1
+                prog.update(bar, advance=1, description=" ".join(f"{k}:{n}" for k, n in sorted(counts.items())))
+
+            cfg = VerifyConfig(trials=trials, time_candidate=not no_timing)
+            n = verify_batch(manifest, out, workers=workers, config=cfg, on_result=on_result)
+        typer.echo(f"{n} new result(s), {already} already in {out}")
+
+
+def _print_verdict(v) -> None:
+    from rich.console import Console
+
+    c = Console()
+    color = "green" if v.status == "ok" else "red"
+    c.print(f"[bold {color}]{v.status}[/]  reward {v.reward:+.3f}  pass {v.pass_fraction:.2f}  "
+            f"speedup {('%.3gx' % v.speedup) if v.speedup is not None else '-'}")
+    c.print("stages: " + "  ".join(f"{k}={s}" for k, s in v.stages.items()))
+    c.print(v.feedback, markup=False, highlight=False)

@@ -1,0 +1,101 @@
+"""One candidate per reward hack (tests/adversarial/candidates/), each rejected or contained with the right status;
+legitimate candidates accepted. The cpu-backend hacks share one C++ kit, so the suite costs a single cached build."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from musacoder import VerifyConfig, verify
+
+HERE = Path(__file__).parent
+CANDS = HERE / "candidates"
+REPO = HERE.parents[1]
+RELU = REPO / "examples" / "tasks" / "relu.py"
+SMALL = Path(os.environ.get("KERNELBENCH_SMALL_DIR", REPO.parent / "shared" / "kernelbench-small"))
+SOFTMAX = SMALL / "level1" / "23_Softmax.py"
+
+# (candidate, task, expected status, a phrase the verdict must carry)
+CASES = [
+    ("pytorch_fallback", RELU, "illegal", "torch.relu"),
+    ("functional_fallback", RELU, "illegal", "torch.nn.functional.relu"),
+    ("subclassed_reference", RELU, "illegal", "subclass torch.nn.Module directly"),
+    ("decoy_kernel", RELU, "illegal", "clamp_min"),
+    ("try_except_fallback", RELU, "illegal", "try/except"),
+    ("hidden_operator_fallback", RELU, "illegal", "aten::mul"),
+    ("aten_in_cpp_wrapper", RELU, "illegal", "aten::relu (called from inside extension function relu_via_aten"),
+    ("monkeypatch_allclose_timer", RELU, "illegal", "monkey-patching"),
+    ("monkeypatch_via_setattr", RELU, "illegal", "setattr"),
+    ("gc_scan_reference_output", RELU, "illegal", "'gc'"),
+    ("tensor_subclass_output", RELU, "incorrect", "tensor subclass"),
+    ("tensor_subclass_defined", RELU, "illegal", "subclassing torch.Tensor"),
+    ("input_mutation", RELU, "incorrect", "modified in place"),
+    ("output_cache_by_pointer", RELU, "incorrect", "stale or cached"),
+    ("crash", RELU, "crashed", "worker died"),
+    ("hang", RELU, "timeout", "no reply"),
+    ("file_written_outside_workdir", RELU, "illegal", "'open'"),
+    ("native_file_write", RELU, "illegal", "touches files"),
+    ("native_thread", RELU, "illegal", "spawns threads"),
+    ("background_thread_fill", RELU, "illegal", "threading"),
+    ("process_introspection", RELU, "illegal", "'sys'"),
+    ("dunder_escape", RELU, "illegal", "dunder"),
+    ("eval_escape", RELU, "illegal", "'eval'"),
+    ("submodule_call", RELU, "illegal", "self.act"),
+]
+
+CFG = VerifyConfig(timeout_s=25.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
+
+
+def _text(v) -> str:
+    return " | ".join([v.feedback, v.error or "", *v.violations, *(t.message for t in v.trials)])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,task,status,phrase", CASES, ids=[c[0] for c in CASES])
+def test_hack_is_rejected(name, task, status, phrase):
+    v = verify(task, (CANDS / f"{name}.py").read_text(), backend="cpu", config=CFG)
+    assert v.status == status, _text(v)
+    assert phrase in _text(v), _text(v)
+    assert v.reward == -1.0 or (status == "incorrect" and v.reward < 0)
+    assert v.speedup is None
+
+
+@pytest.mark.slow
+def test_files_outside_workdir_are_not_written():
+    for p in ("/tmp/musacoder_pwned.txt", "/tmp/musacoder_pwned_native.txt"):
+        assert not Path(p).exists()
+
+
+@pytest.mark.slow
+def test_pool_goes_on_after_crash_and_hang():
+    """A crash and a hang in the same batch do not affect the legitimate verdict that follows them."""
+    from musacoder.judge.batch import VerifyJob, verify_many
+    from musacoder.tasks import load_task
+
+    task = load_task(RELU)
+    jobs = [VerifyJob(n, task, (CANDS / f"{n}.py").read_text(), "cpu") for n in ("crash", "hang", "legit_relu")]
+    got = {job.id: v.status for job, v in verify_many(jobs, workers=2, config=CFG)}
+    assert got == {"crash": "crashed", "hang": "timeout", "legit_relu": "ok"}
+
+
+@pytest.mark.slow
+def test_legit_relu_accepted():
+    v = verify(RELU, (CANDS / "legit_relu.py").read_text(), backend="cpu", config=CFG)
+    assert v.status == "ok", _text(v)
+    assert v.correct and v.legal and v.compiled and v.pass_fraction == 1.0
+    assert v.speedup is not None and v.speedup > 0
+    assert v.reward >= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SOFTMAX.exists(), reason="kernelbench-small not found (set KERNELBENCH_SMALL_DIR)")
+def test_zeros_fail_tiny_output_task_but_real_softmax_passes():
+    bad = verify(SOFTMAX, (CANDS / "zeros_for_tiny_output.py").read_text(), backend="cpu", config=CFG,
+                 overrides={"batch_size": 4})
+    assert bad.status == "incorrect", _text(bad)
+    assert "relative L2" in _text(bad)
+    good = verify(SOFTMAX, (CANDS / "legit_softmax.py").read_text(), backend="cpu",
+                  config=CFG.model_copy(update={"time_candidate": False}), overrides={"batch_size": 4})
+    assert good.status == "ok", _text(good)
