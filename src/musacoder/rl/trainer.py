@@ -392,6 +392,7 @@ class Trainer:
             "pass_any": sum(any(s.reward.passed) for s in samples) / n,
             "turns_mean": sum(s.reward.num_turns for s in samples) / n,
             "response_tokens_mean": sum(len(s.turns[0].response_ids) for s in samples) / n,
+            "infra_errors": sum(st == "infra_error" for s in samples for st in s.reward.statuses),
             "groups": len(slots),
             "groups_dropped": int((~signal).sum()),
             **retry_stats,

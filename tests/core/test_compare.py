@@ -1,0 +1,43 @@
+import torch
+
+from musacoder.judge.compare import compare_outputs, inputs_unchanged
+
+
+def test_exact_and_tolerance():
+    r = torch.randn(100)
+    assert compare_outputs(r, r.clone()).passed
+    assert compare_outputs(r, r + 5e-5).passed
+    c = compare_outputs(r, r + 1e-2)
+    assert not c.passed and "outside atol" in c.message
+
+
+def test_zeros_fail_tiny_outputs_through_relative_error():
+    r = torch.full((1000,), 1e-6)
+    c = compare_outputs(r, torch.zeros_like(r))
+    assert not c.passed and "relative L2" in c.message
+
+
+def test_structure_shape_dtype_type():
+    r = torch.randn(4)
+    assert "shape" in compare_outputs(r, torch.randn(2, 2)).message
+    assert "dtype" in compare_outputs(r, r.double()).message
+    assert "structure" in compare_outputs((r, r), (r,)).message
+    assert "plain torch.Tensor" in compare_outputs(r, torch.nn.Parameter(r.clone())).message
+
+
+def test_nan_inf():
+    r = torch.tensor([1.0, float("nan"), float("inf")])
+    assert compare_outputs(r, r.clone()).passed
+    assert "NaN" in compare_outputs(r, torch.tensor([1.0, 0.0, float("inf")])).message
+    assert "Inf" in compare_outputs(r, torch.tensor([1.0, float("nan"), -float("inf")])).message
+
+
+def test_half_precision_tolerance():
+    r = torch.randn(64).half()
+    assert compare_outputs(r, r + 5e-3).passed
+
+
+def test_inputs_unchanged():
+    x = torch.randn(3)
+    assert inputs_unchanged([x], [x.clone()]) is None
+    assert "modified in place" in inputs_unchanged([x], [x + 1])

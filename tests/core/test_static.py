@@ -1,0 +1,151 @@
+"""Static legality rules on small snippets (no build)."""
+
+import pytest
+
+from musacoder.legality.static import check_static
+
+HEAD = """import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+src = r'''#include <torch/extension.h>
+torch::Tensor f(torch::Tensor x) { return x; }'''
+ext = load_inline(name="e", cpp_sources=src, functions=["f"])
+"""
+
+
+def rules(body, backend="cpu", head=HEAD, **kw):
+    return check_static(head + body, backend, **kw).violations
+
+
+def test_legit_plumbing_passes():
+    body = """
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.linear = nn.Linear(n, n)
+
+    def forward(self, x):
+        x = x.contiguous().view(x.size(0), -1)
+        out = torch.empty_like(x)
+        return self._run(x, out)
+
+    def _run(self, x, out):
+        return ext.f(x, self.linear.weight, self.linear.bias, out)
+"""
+    assert rules(body) == []
+
+
+@pytest.mark.parametrize("expr,phrase", [
+    ("torch.matmul(x, x)", "torch.matmul"),
+    ("x.sum()", ".sum()"),
+    ("x @ x", "@ operator"),
+    ("torch.nn.functional.gelu(x)", "torch.nn.functional.gelu"),
+    ("self.helper(x)", "torch.softmax"),
+])
+def test_compute_in_forward_path(expr, phrase):
+    body = f"""
+class ModelNew(nn.Module):
+    def helper(self, x):
+        return torch.softmax(x, 0)
+
+    def forward(self, x):
+        ext.f(x)
+        return {expr}
+"""
+    assert any(phrase in v for v in rules(body)), rules(body)
+
+
+def test_module_level_helper_is_followed():
+    body = """
+def fallback(x):
+    return torch.relu(x)
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        ext.f(x)
+        return fallback(x)
+"""
+    assert any("torch.relu" in v for v in rules(body))
+
+
+def test_no_kernel_called_is_a_decoy():
+    body = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x.view(-1)
+"""
+    assert any("decoy" in v for v in rules(body))
+
+
+def test_backend_requirements():
+    body = "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.f(x)\n"
+    assert any("cuda_sources" in v for v in rules(body, backend="cuda"))
+    assert any("@triton.jit" in v for v in rules(body, backend="triton"))
+    head = HEAD.replace('functions=["f"])', 'cuda_sources="__global__ void k(float* p) {}", functions=["f"])')
+    assert rules(body, backend="cuda", head=head) == []
+    assert any("C++ only" in v for v in rules(body, backend="cpu", head=head))
+
+
+def test_triton_launch_counts():
+    head = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+"""
+    body = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        k[(triton.cdiv(x.numel(), 128),)](x, x.numel(), BLOCK=128)
+        return out
+"""
+    assert rules(body, backend="triton", head=head) == []
+
+
+@pytest.mark.parametrize("snippet,phrase", [
+    ("import gc\n", "'gc'"),
+    ("import ctypes\n", "'ctypes'"),
+    ("import torch._dynamo\n", "torch._dynamo"),
+    ("torch.allclose = lambda *a: True\n", "monkey-patching"),
+    ("torch.cuda.Event.elapsed_time = lambda *a: 1.0\n", "monkey-patching"),
+    ("nn.Module.__call__ = None\n", "monkey-patching"),
+    ("s = torch.cuda.Stream()\n", "torch.cuda.Stream"),
+    ("p = torch.profiler\n", "torch.profiler"),
+    ("x = __import__('os')\n", "__import__"),
+    ("import os\nos.system('ls')\n", "os.system"),
+])
+def test_forbidden_anywhere(snippet, phrase):
+    body = snippet + "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.f(x)\n"
+    assert any(phrase in v for v in rules(body)), rules(body)
+
+
+@pytest.mark.parametrize("native,phrase", [
+    ("std::thread t([]{});", "threads"),
+    ("system(\"ls\");", "processes"),
+    ("FILE* f = fopen(\"/x\", \"w\");", "files"),
+    ("cudaStreamCreate(&s);", "side streams"),
+    ("py::module_::import(\"torch\");", "Python"),
+    ("#include <cublas_v2.h>", "vendor library"),
+])
+def test_native_sources(native, phrase):
+    head = HEAD.replace("{ return x; }", "{ " + native + " return x; }")
+    body = "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.f(x)\n"
+    assert any(phrase in v for v in rules(body, head=head)), rules(body, head=head)
+
+
+def test_vendor_policy_switch():
+    head = HEAD.replace("{ return x; }", "{ /* cublasSgemm */ return x; }")
+    body = "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.f(x)\n"
+    assert rules(body, head=head, allow_vendor_libs=True) == []
+
+
+def test_narrow_except_outside_forward_is_fine_but_broad_is_not():
+    ok = "try:\n    import triton\nexcept ImportError:\n    triton = None\n"
+    body = "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.f(x)\n"
+    assert not any("try" in v for v in rules(ok + body))
+    bad = "try:\n    y = 1\nexcept Exception:\n    y = 2\n"
+    assert any("broad try/except" in v for v in rules(bad + body))

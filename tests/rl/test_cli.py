@@ -1,0 +1,43 @@
+"""`musacoder train rl --config FILE` through `musacoder.rl.cli.register`."""
+
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from musacoder.rl.cli import register
+from musacoder.rl.metrics import read_metrics
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rl" / "tiny_cpu.toml"
+
+
+def test_train_rl_runs_the_example_for_two_steps(tmp_path):
+    pytest.importorskip("transformers")
+    app = typer.Typer()
+
+    @app.command()
+    def version() -> None:  # a second command so typer keeps `train` as a group
+        pass
+
+    register(app)
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", "rl", "--config", str(EXAMPLE), "--out-dir", str(out),
+                                      "--set", "run.steps=2", "--set", "run.tensorboard=false"])
+    assert result.exit_code == 0, result.output
+    assert "step     2 [single_turn]" in result.output
+    assert [r["step"] for r in read_metrics(out)] == [1, 2]
+
+
+def test_register_joins_an_existing_train_group():
+    app = typer.Typer()
+    train = typer.Typer()
+
+    @train.command("sft")
+    def sft() -> None:
+        pass
+
+    app.add_typer(train, name="train")
+    register(app)
+    assert [g.name for g in app.registered_groups] == ["train"]
+    assert {c.name for c in train.registered_commands} == {"sft", "rl"}
