@@ -124,6 +124,8 @@ class Verdict(BaseModel):
     candidate_timing: Timing | None = None
     reference_timing: Timing | None = None
     wall_s: float | None = None
+    build_s: float | None = None  # seconds spent importing the candidate (its builds, or cache hits)
+    build_cached: bool | None = None  # every extension came from the build cache
 
 
 class VerifyRequest(BaseModel):

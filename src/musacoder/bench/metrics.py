@@ -106,17 +106,21 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def score_block(per_task: Sequence[Sequence[TurnScore]], k: int, threshold: float = FASTER_THRESHOLD,
-                ps: Sequence[float] = FAST_P_THRESHOLDS) -> dict:
-    """The leaderboard metrics over tasks, each given as the list of its samples' scores (one turn per sample)."""
+                ps: Sequence[float] = FAST_P_THRESHOLDS, compile_timed: bool | None = None) -> dict:
+    """The leaderboard metrics over tasks, each given as the list of its samples' scores (one turn per sample).
+
+    `faster_rate_compile` is None when the torch.compile baseline was not timed (`compile_timed` False; None =
+    infer: timed if any sample has a compile speedup)."""
     n_c = [(len(s), sum(t.passed for t in s)) for s in per_task]
-    any_compile = any(t.speedup_vs_compile is not None for s in per_task for t in s)
+    if compile_timed is None:
+        compile_timed = any(t.speedup_vs_compile is not None for s in per_task for t in s)
+    compile_rate = _mean([share_faster(s, threshold, "compile") for s in per_task]) if compile_timed else None
     passing_speedups = [t.speedup_vs_eager for s in per_task for t in s if t.passed and t.speedup_vs_eager]
     return {
         "pass_at_k": _mean([pass_at_k(n, c, k) for n, c in n_c]),
         "avg_at_k": _mean([c / n if n else 0.0 for n, c in n_c]),
         "faster_rate_eager": _mean([share_faster(s, threshold, "eager") for s in per_task]),
-        # None when the compile baseline was not timed at all (it is opt-in on CPU)
-        "faster_rate_compile": _mean([share_faster(s, threshold, "compile") for s in per_task]) if any_compile else None,
+        "faster_rate_compile": compile_rate,
         "fast_p": {_p_key(p): _mean([share_faster(s, p, "eager") for s in per_task]) for p in ps},
         "geomean_speedup": geomean(passing_speedups),
     }
@@ -128,7 +132,8 @@ def _p_key(p: float) -> str:
 
 
 def summarize(outcomes: Iterable[SampleOutcome], k: int, *, tasks: dict[str, str] | None = None,
-              threshold: float = FASTER_THRESHOLD, ps: Sequence[float] = FAST_P_THRESHOLDS) -> dict:
+              threshold: float = FASTER_THRESHOLD, ps: Sequence[float] = FAST_P_THRESHOLDS,
+              compile_timed: bool | None = None) -> dict:
     """Metrics per group and `overall`. `tasks` maps every task of the suite to its group, so tasks without any
     sample count as failures. Each block: the best-turn metrics at the top level (see `score_block`), `first_turn`
     (the same metrics on first-turn responses), sample/task counts and turns-to-success statistics."""
@@ -144,8 +149,8 @@ def summarize(outcomes: Iterable[SampleOutcome], k: int, *, tasks: dict[str, str
     def block(task_names: list[str]) -> dict:
         samples = [by_task.get(t, []) for t in task_names]
         flat = [o for s in samples for o in s]
-        best = score_block([[o.best for o in s] for s in samples], k, threshold, ps)
-        first = score_block([[o.first for o in s] for s in samples], k, threshold, ps)
+        best = score_block([[o.best for o in s] for s in samples], k, threshold, ps, compile_timed)
+        first = score_block([[o.first for o in s] for s in samples], k, threshold, ps, compile_timed)
         tts = [o.turns_to_success for o in flat if o.turns_to_success is not None]
         hist: dict[str, int] = {}
         for t in sorted(tts):

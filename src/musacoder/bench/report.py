@@ -54,13 +54,16 @@ def load_outcomes(root: str | Path) -> tuple[list[SampleOutcome], dict[str, str]
 def build_summary(root: str | Path, threshold: float = FASTER_THRESHOLD) -> dict[str, Any]:
     outcomes, tasks, config, records = load_outcomes(root)
     k = int(config.get("samples", 8))
-    groups = summarize(outcomes, k, tasks=tasks, threshold=threshold)
+    from musacoder.bench.runner import BenchConfig
+
+    compile_timed = BenchConfig.model_validate(config).verify_config().time_compile_baseline
+    groups = summarize(outcomes, k, tasks=tasks, threshold=threshold, compile_timed=compile_timed)
     first_status = Counter(r["verdict"]["status"] for r in records if int(r["turn"]) == 1)
     all_status = Counter(r["verdict"]["status"] for r in records)
     run = {key: config.get(key) for key in ("model", "suite", "backend", "samples", "turns", "keep_optimizing",
                                             "temperature", "top_p", "max_tokens", "overrides", "metadata",
                                             "few_shot")}
-    run.update(k=k, faster_threshold=threshold, verdicts=len(records),
+    run.update(k=k, faster_threshold=threshold, compile_baseline_timed=compile_timed, verdicts=len(records),
                status_counts_first_turn=dict(first_status), status_counts_all_turns=dict(all_status))
     return {"run": run, **groups}
 
@@ -237,7 +240,8 @@ def render(summary: dict[str, Any], plots: dict[str, str] | None, root: str | Pa
           "## First-turn verdicts", "", _md_table(["Status", "Responses"], status_rows), ""]
     body = [f"<h1>Benchmark report: {html.escape(str(root))}</h1>", f"<p>{html.escape(_run_line(summary))}</p>",
             "<p>Rates in %, scored at the best turn unless marked first turn; Pass@k is the unbiased estimator.</p>",
-            _html_table(header, rows), "<h2>First-turn verdicts</h2>", _html_table(["Status", "Responses"], status_rows)]
+            _html_table(header, rows), "<h2>First-turn verdicts</h2>",
+            _html_table(["Status", "Responses"], status_rows)]
     if other is not None:
         ch, cr = compare_rows(summary, other)
         md += ["## Comparison", "", f"A = {root} ({summary['run']['model']}), B = {other_root} "
@@ -262,7 +266,7 @@ def render(summary: dict[str, Any], plots: dict[str, str] | None, root: str | Pa
         body.append("<p>Plots skipped: matplotlib is not installed.</p>")
     page = ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>musacoder benchmark report</title>"
             f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
-    return "\n".join(md), page
+    return "\n".join(md) + "\n", page
 
 
 def write_reports(root: str | Path, compare: str | Path | None = None,

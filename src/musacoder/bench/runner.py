@@ -47,8 +47,8 @@ class BenchConfig(BaseModel):
     verify: dict[str, Any] = Field(default_factory=dict, description="VerifyConfig fields (trials, timeout_s, …).")
 
     # Settings that change what a response or verdict means; a resumed run must keep them.
-    FINGERPRINT: ClassVar[tuple[str, ...]] = ("model", "backend", "temperature", "top_p", "max_tokens", "seed", "metadata",
-                                    "few_shot", "overrides", "verify")
+    FINGERPRINT: ClassVar[tuple[str, ...]] = ("model", "backend", "temperature", "top_p", "max_tokens", "seed",
+                                              "metadata", "few_shot", "overrides", "verify")
 
     def fingerprint(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
@@ -122,6 +122,8 @@ class _Progress:
 
     def __init__(self, enabled: bool):
         self.bar = None
+        self._totals: dict = {}
+        self._lock = threading.Lock()
         if enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -138,15 +140,30 @@ class _Progress:
             self.bar.stop()
 
     def add(self, description: str, total: int):
-        return self.bar.add_task(description, total=total) if self.bar else None
+        if not self.bar:
+            return None
+        handle = self.bar.add_task(description, total=total)
+        self._totals[handle] = total
+        return handle
 
     def advance(self, handle) -> None:
         if self.bar and handle is not None:
             self.bar.advance(handle)
 
+    def grow(self, handle) -> None:
+        """One more unit of work on a bar (a generated response joins the verify queue)."""
+        if self.bar and handle is not None:
+            with self._lock:
+                self._totals[handle] += 1
+                self.bar.update(handle, total=self._totals[handle])
+
     def log(self, message: str) -> None:
         if self.bar:
-            self.bar.console.log(message)
+            self.bar.console.print(message, soft_wrap=True)
+        else:
+            import sys
+
+            print(message, file=sys.stderr)
 
 
 def prepare_run(config: BenchConfig, run_dir: RunDir, tasks: list[Task] | None = None,
@@ -250,16 +267,24 @@ def run_bench(config: BenchConfig, out: str | Path, *, client: ModelClient | Non
 
                     client = make_client(config.model, config.model_args)
                 gen_bar = bars.add(f"turn {turn}: generate", len(to_generate)) if to_generate else None
-                ver_bar = bars.add(f"turn {turn}: verify", len(to_generate) + len(ready))
-                jobs = _stream_jobs(to_generate, ready, client, sampling, run_dir, make_job, bars, gen_bar)
-                for job, verdict in verifier(jobs, workers=config.workers, config=verify_config):
-                    key, sample, t = _parse_job_id(job.id)
-                    record = {"task": key, "group": groups.get(key), "sample": sample, "turn": t,
-                              "verdict": verdict.model_dump(mode="json")}
-                    run_dir.append_verdict(record)
-                    verdicts[(key, sample, t)] = record
-                    bars.advance(ver_bar)
+                ver_bar = bars.add(f"turn {turn}: verify", len(ready))
+                jobs = _stream_jobs(to_generate, ready, client, sampling, run_dir, make_job, bars, gen_bar, ver_bar)
+                try:
+                    for job, verdict in verifier(jobs, workers=config.workers, config=verify_config):
+                        key, sample, t = _parse_job_id(job.id)
+                        record = {"task": key, "group": groups.get(key), "sample": sample, "turn": t,
+                                  "verdict": verdict.model_dump(mode="json")}
+                        run_dir.append_verdict(record)
+                        verdicts[(key, sample, t)] = record
+                        bars.advance(ver_bar)
+                except BaseException:
+                    jobs.stop()  # interrupted: let the generation thread finish its current response and stop
+                    raise
                 jobs.raise_if_failed()
+                if jobs.missing:
+                    first = jobs.missing[0]
+                    bars.log(f"turn {turn}: {len(jobs.missing)} request(s) got no response (see generations.jsonl; "
+                             f"a rerun retries them), e.g. {first}")
         finally:
             if owned_client and client is not None:
                 client.close()
@@ -284,9 +309,12 @@ class _stream_jobs:
 
     _DONE = object()
 
-    def __init__(self, to_generate, ready, client, sampling, run_dir: RunDir, make_job, bars: _Progress, bar):
+    def __init__(self, to_generate, ready, client, sampling, run_dir: RunDir, make_job, bars: _Progress, bar,
+                 verify_bar):
         self._queue: queue.Queue = queue.Queue()
         self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self.missing: list[str] = []
         for job in ready:
             self._queue.put(job)
         tasks = {req.id: task for task, req in to_generate}
@@ -295,14 +323,16 @@ class _stream_jobs:
             try:
                 if to_generate:
                     for req, completion in client.generate([r for _, r in to_generate], sampling):
+                        if self._stop.is_set():
+                            break
                         task = tasks[req.id]
                         self._record(run_dir, task, req, completion)
                         bars.advance(bar)
                         if completion.text is not None:
+                            bars.grow(verify_bar)
                             self._queue.put(make_job(task, req.sample, req.turn, completion.text))
                         else:
-                            bars.log(f"[yellow]no response for {task.key} sample {req.sample} turn {req.turn}: "
-                                     f"{completion.error}")
+                            self.missing.append(f"{task.key} sample {req.sample} turn {req.turn}: {completion.error}")
             except BaseException as e:  # noqa: BLE001 - handed to the main thread
                 self._error = e
             finally:
@@ -325,6 +355,11 @@ class _stream_jobs:
             if item is self._DONE:
                 return
             yield item
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop generating after the response in progress; wait for it (bounded) so its file is complete."""
+        self._stop.set()
+        self._thread.join(timeout_s)
 
     def raise_if_failed(self) -> None:
         self._thread.join()

@@ -98,6 +98,25 @@ def cuda_build_flags() -> tuple[list[str], list[str]]:
     return includes, ldflags
 
 
+def toolchain_env(device: str | None) -> dict[str, str]:
+    """Variables the worker needs before torch is imported there: CUDA_HOME (torch reads it at import) and the target
+    architecture (only the present GPU's, e.g. 9.0 on an H200; 9.0 when compile-checking without a GPU)."""
+    env = {}
+    home = cuda_home()
+    if home and not os.environ.get("CUDA_HOME"):
+        env["CUDA_HOME"] = home
+    if not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        arch = "9.0"
+        if device and device.startswith("cuda"):
+            import torch
+
+            if torch.cuda.is_available():
+                major, minor = torch.cuda.get_device_capability(torch.device(device))
+                arch = f"{major}.{minor}"
+        env["TORCH_CUDA_ARCH_LIST"] = arch
+    return env
+
+
 def build_key(kwargs: dict, backend: str) -> str:
     with_cuda = bool(kwargs.get("cuda_sources"))
     payload = {k: kwargs.get(k) for k in sorted(kwargs) if k not in ("verbose", "build_directory", "name")}
@@ -178,8 +197,9 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
                 try:
                     module = real_load_inline(name=ext_name, build_directory=str(build_dir), verbose=False, **kwargs)
                 except Exception as e:  # noqa: BLE001 - every build failure becomes a compile_error
-                    log = str(e)
-                    failed.write_text(log)
+                    log = str(e) or f"{type(e).__name__} while building"
+                    if "Error building extension" in log:  # a deterministic compiler failure: remember it
+                        failed.write_text(log)
                     record.error_log = log
                     record.builds.append({"name": str(name), "key": key, "cached": False,
                                           "seconds": time.perf_counter() - t0, "ok": False})

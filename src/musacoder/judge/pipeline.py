@@ -6,8 +6,11 @@ outputs, and compares; the candidate only ever runs inside a `Sandbox` worker, w
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import random
+import threading
 import statistics
 import time
 from pathlib import Path
@@ -20,10 +23,45 @@ from musacoder.feedback import render_feedback
 from musacoder.judge.compare import compare_outputs, inputs_unchanged
 from musacoder.judge.inputs import make_init_inputs, make_inputs, seed_for, to_device
 from musacoder.judge.sandbox import Sandbox, WorkerDied, WorkerTimeout
+from musacoder.legality.runtime import VENDOR_KERNEL
 from musacoder.legality.static import check_static
 from musacoder.records import BACKENDS, Task, Timing, TrialResult, Verdict
 from musacoder.reward import kernel_reward
 from musacoder.tasks import load_module, load_task
+
+
+class DeviceSlots:
+    """Exclusive use of a device for the run stages (correctness, timing): builds of other candidates overlap, but no
+    two verifications time on one device at once. `cuda` without an index takes whichever visible GPU is free."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._queues: dict[str, queue.Queue] = {}
+
+    def _queue(self, kind: str) -> queue.Queue:
+        with self._lock:
+            if kind not in self._queues:
+                q: queue.Queue = queue.Queue()
+                if kind == "cuda":
+                    for i in range(max(1, torch.cuda.device_count())):
+                        q.put(f"cuda:{i}")
+                else:
+                    q.put(kind)
+                self._queues[kind] = q
+            return self._queues[kind]
+
+    @contextlib.contextmanager
+    def hold(self, device: str):
+        kind = "cuda" if device == "cuda" else device
+        q = self._queue(kind)
+        dev = q.get()
+        try:
+            yield dev
+        finally:
+            q.put(dev)
+
+
+DEVICE_SLOTS = DeviceSlots()
 
 
 def _as_task(task: Task | str | Path, overrides: dict | None) -> Task:
@@ -62,6 +100,7 @@ class _Run:
         self.v = Verdict(status="infra_error", task=task.key)
         self.master = cfg.seed if cfg.seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
         self.rng = random.Random(self.master ^ 0xA5A5)
+        self.device = "cpu"
 
     def finish(self, status: str) -> Verdict:
         v = self.v
@@ -100,7 +139,9 @@ class _Run:
         self.static = static
 
         device = cfg.device or ("cuda" if backend == "cuda" or (backend == "triton" and cuda_available()) else "cpu")
-        env = {}
+        from musacoder.build.cache import toolchain_env
+
+        env = toolchain_env(device) if backend == "cuda" else {}
         if backend == "triton" and device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         module = load_module(self.task)  # trusted reference
@@ -119,6 +160,9 @@ class _Run:
         source = _source_with_overrides(self.task)
         load = sb.request({"op": "load", "code": code, "backend": backend, "device": device,
                            "cache_dir": str(cfg.cache_dir), "task_source": source}, cfg.build_timeout_s)
+        builds = load.get("builds") or []
+        v.build_s = load.get("seconds", sum(b.get("seconds", 0.0) for b in builds))
+        v.build_cached = bool(builds) and all(b.get("cached") for b in builds)
         if not load["ok"]:
             if load["kind"] == "compile_error":
                 v.stages["build"] = "failed"
@@ -133,6 +177,12 @@ class _Run:
             v.error = "compiled; running needs a CUDA GPU and none is visible on this machine"
             v.legal = True
             return self.finish("infra_error")
+        with DEVICE_SLOTS.hold(device) as dev:
+            self.device = dev
+            return self._run_stages(sb, module, dev)
+
+    def _run_stages(self, sb: Sandbox, module, device: str) -> Verdict:
+        v, cfg = self.v, self.cfg
 
         # Reference model and weights, made here from a secret seed.
         init_seed = seed_for(self.master, 0)
@@ -140,7 +190,8 @@ class _Run:
         torch.manual_seed(init_seed)
         ref_model = module.Model(*init_inputs).to(device)
         state = {k: t.detach().cpu() for k, t in ref_model.state_dict().items()}
-        init = sb.request({"op": "init", "init_inputs": init_inputs, "state_dict": state, "seed": init_seed},
+        init = sb.request({"op": "init", "init_inputs": init_inputs, "state_dict": state, "seed": init_seed,
+                           "device": device},
                           cfg.timeout_s)
         if not init["ok"]:
             v.stages["correctness"] = "error"
@@ -201,6 +252,16 @@ class _Run:
 
     def _runtime_violations(self, rep: dict, where) -> list[str]:
         out = [f"illegal PyTorch op {op}" for op in rep.get("illegal_ops", [])]
+        kernels = rep.get("device_kernels") or []
+        if self.device.startswith("cuda") and self.v.backend in ("cuda", "triton"):
+            own = [k for k in kernels if any(name in k for name in self.static.kernel_defs)]
+            if not own:
+                out.append("none of the candidate's own GPU kernels (" + ", ".join(self.static.kernel_defs[:5]) +
+                           ") appeared in the profiler's CUDA kernel list")
+            if not self.cfg.allow_vendor_libs:
+                vendor = sorted({k for k in kernels if VENDOR_KERNEL.search(k) and k not in own})
+                if vendor:
+                    out.append("vendor library kernels ran (strict policy): " + ", ".join(x[:60] for x in vendor[:3]))
         if rep.get("py_threads_added", 0) > 0:
             out.append("forward left a Python thread running (background computation is not allowed)")
         if rep.get("native_threads_added", 0) > 0 and where not in (0, "0"):

@@ -119,6 +119,10 @@ class Worker:
 
     def op_init(self, msg):
         torch = self.torch
+        if msg.get("device"):
+            self.device = msg["device"]
+            if self.device.startswith("cuda"):
+                torch.cuda.set_device(torch.device(self.device))
         init_inputs = list(msg["init_inputs"])
         torch.manual_seed(msg["seed"])
         try:
@@ -222,7 +226,25 @@ class Worker:
                         dst.copy_(src)
             return cur
 
+        cuda = self.device.startswith("cuda")
+        if cuda:
+            Event = _cuda_event_class(torch)
+            flush = torch.empty(msg.get("l2_flush_bytes", 256 << 20), dtype=torch.uint8, device=self.device)
+
         def timed(fn, args):
+            """Host clock around a synchronised call on the CPU; on CUDA, events with the whole device
+            synchronised inside the timed region (so work left on any stream counts) after an L2 flush."""
+            if cuda:
+                flush.zero_()
+                self.sync()
+                start, end = Event(enable_timing=True), Event(enable_timing=True)
+                start.record()
+                with torch.no_grad():
+                    out = fn(*args)
+                torch.cuda.synchronize()
+                end.record()
+                end.synchronize()
+                return start.elapsed_time(end), out
             self.sync()
             t0 = _perf_ns()
             with torch.no_grad():
@@ -290,6 +312,14 @@ def _to_cpu_all(obj):
     return to_cpu(obj)
 
 
+_EVENT = None
+
+
+def _cuda_event_class(torch):
+    """torch.cuda.Event as it was before the candidate was imported (captured on first use in `main`)."""
+    return _EVENT or torch.cuda.Event
+
+
 def _sem(xs: list[float]) -> float:
     """Relative standard error of the mean."""
     n = len(xs)
@@ -335,6 +365,8 @@ def main() -> None:
     from musacoder.judge import protocol
 
     worker = Worker()
+    global _EVENT
+    _EVENT = worker.torch.cuda.Event  # captured before any candidate code runs
     worker.torch.ones(1 << 16).sum()  # start the intra-op thread pool before any candidate code runs
     while True:
         try:

@@ -53,7 +53,8 @@ def make_client(spec: str, options: dict[str, Any] | None = None) -> ModelClient
         known = {f.name for f in fields(OpenAIClientConfig)} - {"base_url", "model"}
         unknown = sorted(set(options) - known)
         if unknown:
-            raise ValueError(f"unknown --model-arg for openai: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+            raise ValueError(f"unknown --model-arg for openai: {', '.join(unknown)} "
+                             f"(known: {', '.join(sorted(known))})")
         return OpenAIChatClient(OpenAIClientConfig(base_url=s.target, model=s.model or "", **options))
     if s.kind == "dir":
         from musacoder.models.pregenerated import PregeneratedClient

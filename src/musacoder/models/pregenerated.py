@@ -28,7 +28,8 @@ class PregeneratedClient:
         self.root = Path(root)
         self.name = f"dir:{root}"
         if not self.root.is_dir():
-            raise FileNotFoundError(f"dir: model folder not found: {self.root} (expected PATH/<task-name>/<sample>.txt)")
+            raise FileNotFoundError(f"dir: model folder not found: {self.root} "
+                                    "(expected PATH/<task-name>/<sample>.txt)")
 
     def path_for(self, task: str, level: int | None, sample: int, turn: int) -> Path | None:
         folders = ([self.root / f"level{level}" / task] if level is not None else []) + [self.root / task]

@@ -1,0 +1,104 @@
+"""Throughput and build latency of MooreEval on a folder of candidates, cold and warm cache.
+
+    python benchmarks/throughput.py --kernelbench-dir ../shared/kernelbench --candidates benchmarks/candidates/cuda \
+        --workers 4 --json throughput.json
+
+Each candidate `<candidates>/levelN/<task>.py` is verified against `<kernelbench>/levelN/<task>.py`. Task sizes are
+shrunk (largest size constant halved) until the inputs are at most --max-input-mb, the same for every run. Prints a
+table and writes JSON: verdicts per minute cold and warm, build seconds (median, p90), status counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+
+def shrink_overrides(task_path: Path, max_bytes: int) -> dict:
+    import torch
+
+    from musacoder.tasks import load_module, load_task, size_constants
+
+    task = load_task(task_path)
+    sizes = {k: v for k, v in size_constants(task.source).items() if isinstance(v, int) and not isinstance(v, bool) and v > 1}
+    over: dict = {}
+    for _ in range(40):
+        t = load_task(task_path, over)
+        with torch.device("meta"):
+            inputs = load_module(t).get_inputs()
+        nbytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+        if nbytes <= max_bytes or not sizes:
+            return over
+        name = max(sizes, key=lambda k: over.get(k, sizes[k]))
+        cur = over.get(name, sizes[name])
+        if cur <= 1:
+            return over
+        over[name] = max(1, cur // 2)
+    return over
+
+
+def pairs(kb: Path, cands: Path):
+    for c in sorted(cands.glob("level*/*.py")):
+        t = kb / c.parent.name / c.name
+        if t.exists():
+            yield c.parent.name + "/" + c.stem, t, c
+
+
+def run_batch(items, workers: int, cache: Path):
+    from musacoder.config import VerifyConfig
+    from musacoder.judge.batch import VerifyJob, verify_many
+    from musacoder.tasks import load_task
+
+    cfg = VerifyConfig(cache_dir=cache, repeats=20, max_repeats=100, time_budget_s=3.0)
+    jobs = [VerifyJob(i, load_task(t, o), c.read_text(), "cuda") for i, t, c, o in items]
+    t0 = time.monotonic()
+    out = {}
+    for job, v in verify_many(jobs, workers=workers, config=cfg):
+        out[job.id] = v
+        print(f"  {job.id:45s} {v.status:14s} build {v.build_s or 0:6.1f}s  speedup {v.speedup or 0:6.2f}  wall {v.wall_s:6.1f}s", flush=True)
+    return out, time.monotonic() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kernelbench-dir", type=Path, default=Path(os.environ.get("KERNELBENCH_DIR", "../shared/kernelbench")))
+    ap.add_argument("--candidates", type=Path, default=Path("benchmarks/candidates/cuda"))
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--max-input-mb", type=float, default=256)
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--cache", type=Path, default=None, help="build cache (default: a fresh temporary folder = cold)")
+    a = ap.parse_args()
+    items = [(i, t, c, shrink_overrides(t, int(a.max_input_mb * 2**20))) for i, t, c in pairs(a.kernelbench_dir, a.candidates)]
+    if a.limit:
+        items = items[: a.limit]
+    cache = a.cache or Path(tempfile.mkdtemp(prefix="mc-bench-cache-"))
+    res = {}
+    for phase in ("cold", "warm"):
+        print(f"== {phase} cache: {len(items)} candidates, {a.workers} workers")
+        verdicts, secs = run_batch(items, a.workers, cache)
+        builds = sorted(v.build_s or 0 for v in verdicts.values())
+        statuses: dict = {}
+        for v in verdicts.values():
+            statuses[v.status] = statuses.get(v.status, 0) + 1
+        res[phase] = {"seconds": secs, "verdicts_per_min": 60 * len(verdicts) / secs, "statuses": statuses,
+                      "build_median_s": statistics.median(builds), "build_p90_s": builds[int(0.9 * (len(builds) - 1))],
+                      "verdicts": {k: v.model_dump(mode="json", include={"status", "speedup", "build_s", "wall_s", "error", "violations"}) for k, v in verdicts.items()}}
+    print("\n| phase | candidates | seconds | verdicts/min | build median s | build p90 s | statuses |")
+    print("|---|---|---|---|---|---|---|")
+    for phase, r in res.items():
+        print(f"| {phase} | {len(items)} | {r['seconds']:.1f} | {r['verdicts_per_min']:.1f} | {r['build_median_s']:.1f} | {r['build_p90_s']:.1f} | {r['statuses']} |")
+    if a.json:
+        a.json.write_text(json.dumps({"workers": a.workers, "overrides": {i: o for i, _, _, o in items}, **res}, indent=1))
+    if a.cache is None:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""GPU adversarial suite and the CUDA/Triton run paths; skipped cleanly without a CUDA GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from musacoder import VerifyConfig, verify
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+HERE = Path(__file__).parent
+REPO = HERE.parents[1]
+RELU = REPO / "examples" / "tasks" / "relu.py"
+CFG = VerifyConfig(timeout_s=60.0, repeats=10, max_repeats=20, time_budget_s=2.0)
+
+CASES = [
+    ("illegal_address", ("crashed", "runtime_error"), ""),
+    ("infinite_loop", ("timeout",), "no reply"),
+    ("absurd_allocation", ("runtime_error", "crashed"), ""),
+    ("cublas_in_wrapper", ("illegal",), "aten::"),
+    ("empty_output_allocator_reuse", ("incorrect",), ""),
+    ("side_stream", ("illegal",), "torch.cuda.Stream"),
+    ("native_side_stream", ("illegal",), "side streams"),
+    ("background_thread", ("illegal",), "threading"),
+    ("pointer_cache", ("incorrect", "illegal"), ""),
+]
+
+
+def _text(v):
+    return " | ".join([v.feedback, v.error or "", *v.violations, *(t.message for t in v.trials)])
+
+
+@pytest.mark.parametrize("name,statuses,phrase", CASES, ids=[c[0] for c in CASES])
+def test_gpu_hack_rejected(name, statuses, phrase):
+    v = verify(RELU, (HERE / "candidates" / f"{name}.py").read_text(), backend="cuda", config=CFG)
+    assert v.status in statuses, _text(v)
+    assert phrase in _text(v)
+    assert v.reward < 0
+
+
+def test_valid_candidate_after_poisoned_context():
+    bad = verify(RELU, (HERE / "candidates" / "illegal_address.py").read_text(), backend="cuda", config=CFG)
+    good = verify(RELU, (REPO / "examples" / "candidates" / "relu_cuda.py").read_text(), backend="cuda", config=CFG)
+    assert bad.status in ("crashed", "runtime_error")
+    assert good.status == "ok", _text(good)
+    assert good.speedup is not None and good.reward >= 1.0
+
+
+def test_triton_on_gpu():
+    v = verify(RELU, (REPO / "examples" / "candidates" / "relu_triton.py").read_text(), backend="triton", config=CFG)
+    assert v.status == "ok", _text(v)
