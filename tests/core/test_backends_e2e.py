@@ -1,0 +1,67 @@
+"""End-to-end verifications of legitimate candidates on the CPU: C++ with weights, the Triton interpreter, the CUDA
+compile check, and the build cache under concurrency."""
+
+from __future__ import annotations
+
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from musacoder import VerifyConfig, verify
+from musacoder.build.cache import cuda_home
+
+REPO = Path(__file__).resolve().parents[2]
+EX = REPO / "examples"
+FAST = VerifyConfig(repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
+
+
+@pytest.mark.slow
+def test_cpu_candidate_with_weights_of_kept_submodule():
+    v = verify(EX / "tasks" / "linear_gelu.py", (EX / "candidates" / "linear_gelu_cpu.py").read_text(), config=FAST)
+    assert v.status == "ok", v.feedback
+    assert v.backend == "cpu" and all(t.passed for t in v.trials)
+
+
+@pytest.mark.slow
+def test_triton_interpreter_on_cpu():
+    pytest.importorskip("triton")
+    v = verify(EX / "tasks" / "relu.py", (EX / "candidates" / "relu_triton.py").read_text(),
+               overrides={"batch_size": 2, "dim": 300}, config=FAST)
+    assert v.status == "ok", v.feedback + str(v.error)
+    assert v.backend == "triton"
+
+
+@pytest.mark.slow
+def test_triton_fallback_rejected():
+    pytest.importorskip("triton")
+    code = (EX / "candidates" / "relu_triton.py").read_text().replace("return out", "return torch.relu(x)")
+    v = verify(EX / "tasks" / "relu.py", code, overrides={"batch_size": 2, "dim": 300}, config=FAST)
+    assert v.status == "illegal" and any("torch.relu" in x for x in v.violations)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(cuda_home() is None, reason="nvcc not found")
+def test_cuda_candidate_compiles_without_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: tests/gpu covers the run path")
+    v = verify(EX / "tasks" / "relu.py", (EX / "candidates" / "relu_cuda.py").read_text(), config=FAST)
+    assert v.compiled and v.status == "infra_error" and "needs a CUDA GPU" in v.error
+
+
+@pytest.mark.slow
+def test_concurrent_builds_share_one_cache_entry(tmp_path):
+    """Two workers verifying the same new candidate at once: one builds, the other waits on the lock and loads it."""
+    code = (EX / "candidates" / "relu_cpu.py").read_text().replace("o[i] = v > 0.f ? v : 0.f;",
+                                                                  "o[i] = v > 0.f ? v : 0.0f;")
+    cfg = FAST.model_copy(update={"cache_dir": tmp_path / "cache", "time_candidate": False})
+    with ThreadPoolExecutor(2) as pool:
+        vs = list(pool.map(lambda _: verify(EX / "tasks" / "relu.py", code, config=cfg), range(2)))
+    assert [v.status for v in vs] == ["ok", "ok"], [v.feedback for v in vs]
+    assert sorted(v.build_cached for v in vs) == [False, True]
+    entries = [p for p in (tmp_path / "cache" / "ext").glob("*/*") if p.is_dir()]
+    assert len(entries) == 1 and (entries[0] / "done").exists()
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)
