@@ -32,7 +32,8 @@ CASES = [
     ("tensor_subclass_output", RELU, "incorrect", "tensor subclass"),
     ("tensor_subclass_defined", RELU, "illegal", "subclassing torch.Tensor"),
     ("input_mutation", RELU, "incorrect", "modified in place"),
-    ("output_cache_by_pointer", RELU, "incorrect", "stale or cached"),
+    ("output_cache_by_pointer", RELU, "incorrect", ("stale or cached", "elements outside")),  # caught while timing or, when
+    # the allocator reuses an address between trials, already in correctness
     ("crash", RELU, "crashed", "worker died"),
     ("hang", RELU, "timeout", "no reply"),
     ("file_written_outside_workdir", RELU, "illegal", "'open'"),
@@ -57,7 +58,8 @@ def _text(v) -> str:
 def test_hack_is_rejected(name, task, status, phrase):
     v = verify(task, (CANDS / f"{name}.py").read_text(), backend="cpu", config=CFG)
     assert v.status == status, _text(v)
-    assert phrase in _text(v), _text(v)
+    phrases = phrase if isinstance(phrase, tuple) else (phrase,)
+    assert any(p in _text(v) for p in phrases), _text(v)
     assert v.reward == -1.0 or (status == "incorrect" and v.reward < 0)
     assert v.speedup is None
 

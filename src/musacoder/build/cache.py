@@ -47,6 +47,7 @@ class BuildRecord:
     builds: list[dict] = field(default_factory=list)  # {name, key, cached, seconds}
     error_log: str | None = None
     calls: dict[str, int] = field(default_factory=dict)  # exported function -> call count
+    fast_build: bool = False  # built with the slim headers
 
 
 @functools.lru_cache(maxsize=None)
@@ -115,6 +116,38 @@ def toolchain_env(device: str | None) -> dict[str, str]:
                 arch = f"{major}.{minor}"
         env["TORCH_CUDA_ARCH_LIST"] = arch
     return env
+
+
+_EXT_H = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/extension\.h[>\"][^\n]*$", re.M)
+SLIM_MAIN_HEADERS = "#include <torch/types.h>\n#include <torch/python.h>"
+
+
+def _as_list(src) -> list[str]:
+    if src is None:
+        return []
+    return [src] if isinstance(src, str) else list(src)
+
+
+def slim_sources(kwargs: dict) -> dict | None:
+    """The same build with lighter headers, or None when nothing would change.
+
+    Almost all of a `load_inline` build is PyTorch's headers: `torch/extension.h` pulls in `torch/all.h` (nn, optim,
+    jit, data, serialize …) for every translation unit. The fast attempt compiles the generated `main.cpp` against
+    `torch/types.h` + `torch/python.h` (all the bindings need) and drops `torch/extension.h` from the CUDA sources
+    (load_inline already prepends `torch/types.h` there). The candidate's own code is unchanged; if it needs anything
+    from the full header the fast attempt fails and the build is redone exactly as written.
+    """
+    cpp = _as_list(kwargs.get("cpp_sources"))
+    cuda = _as_list(kwargs.get("cuda_sources"))
+    if kwargs.get("no_implicit_headers"):
+        return None
+    slim = dict(kwargs)
+    slim["cpp_sources"] = [SLIM_MAIN_HEADERS] + [_EXT_H.sub("", c) for c in cpp]
+    slim["no_implicit_headers"] = True
+    if cuda:
+        slim["cuda_sources"] = ["#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>"] + \
+            [_EXT_H.sub("", c) for c in cuda]
+    return slim
 
 
 def build_key(kwargs: dict, backend: str) -> str:
@@ -186,7 +219,7 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
                 try:
                     from torch.utils.cpp_extension import _import_module_from_library
 
-                    module = _import_module_from_library(ext_name, str(build_dir), True)
+                    module = _import_module_from_library(ext_name, done.read_text() or str(build_dir), True)
                 except Exception:  # noqa: BLE001 - fall back to a normal (no-op) build
                     module = None
             cached = module is not None
@@ -195,7 +228,18 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
                 if stale.exists():
                     stale.unlink()
                 try:
-                    module = real_load_inline(name=ext_name, build_directory=str(build_dir), verbose=False, **kwargs)
+                    module = None
+                    fast = slim_sources(kwargs) if os.environ.get("MUSACODER_FAST_BUILD", "1") != "0" else None
+                    if fast is not None:
+                        (build_dir / "fast").mkdir(exist_ok=True)
+                        try:
+                            module = real_load_inline(name=ext_name, build_directory=str(build_dir / "fast"),
+                                                      verbose=False, **fast)
+                            record.fast_build = True
+                        except Exception:  # noqa: BLE001 - needs the full headers: build exactly as written
+                            module = None
+                    if module is None:
+                        module = real_load_inline(name=ext_name, build_directory=str(build_dir), verbose=False, **kwargs)
                 except Exception as e:  # noqa: BLE001 - every build failure becomes a compile_error
                     log = str(e) or f"{type(e).__name__} while building"
                     if "Error building extension" in log:  # a deterministic compiler failure: remember it
@@ -204,8 +248,9 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
                     record.builds.append({"name": str(name), "key": key, "cached": False,
                                           "seconds": time.perf_counter() - t0, "ok": False})
                     raise BuildError(log) from None
-                done.write_text(ext_name)
-        record.builds.append({"name": str(name), "key": key, "cached": cached, "seconds": time.perf_counter() - t0, "ok": True})
+                done.write_text(str(Path(module.__file__).parent) if getattr(module, "__file__", None) else "")
+        record.builds.append({"name": str(name), "key": key, "cached": cached, "seconds": time.perf_counter() - t0,
+                              "ok": True, "fast": record.fast_build})
         return _wrap_module(module, functions, record, ext_name)
 
     return cached_load_inline

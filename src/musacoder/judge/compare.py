@@ -114,19 +114,6 @@ def compare_outputs(ref, out, rel_l2_tol: dict[str, float] | None = None) -> Com
     return Comparison(True, worst_abs, worst_rel)
 
 
-def inputs_unchanged(before: list, after: list) -> str | None:
-    """None when every input is bit-identical after the call, else a message naming the first mutated input."""
-    for i, (b, a) in enumerate(zip(before, after)):
-        if isinstance(b, torch.Tensor):
-            if not isinstance(a, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
-                return f"input {i} changed shape or dtype during forward"
-            if not torch.equal(torch.nan_to_num(a.cpu(), nan=0.0), torch.nan_to_num(b.cpu(), nan=0.0)) or \
-                    not torch.equal(torch.isnan(a.cpu()) if a.is_floating_point() else a.cpu(),
-                                    torch.isnan(b.cpu()) if b.is_floating_point() else b.cpu()):
-                return f"input {i} was modified in place by forward (inputs must be left unchanged)"
-    return None
-
-
 def _describe(obj) -> str:
     if isinstance(obj, torch.Tensor):
         return "Tensor"

@@ -20,7 +20,7 @@ import torch
 from musacoder.candidates import extract_code
 from musacoder.config import VerifyConfig
 from musacoder.feedback import render_feedback
-from musacoder.judge.compare import compare_outputs, inputs_unchanged
+from musacoder.judge.compare import compare_outputs
 from musacoder.judge.inputs import make_init_inputs, make_inputs, seed_for, to_device
 from musacoder.judge.sandbox import Sandbox, WorkerDied, WorkerTimeout
 from musacoder.legality.runtime import VENDOR_KERNEL
@@ -205,9 +205,11 @@ class _Run:
         trials: list[TrialResult] = []
         deadline = time.monotonic() + cfg.timeout_s
         for i in range(cfg.trials):
-            inputs, ref_out = self._reference_case(module, ref_model, seed_for(self.master, 1, i),
-                                                   perturb=cfg.perturb_inputs and i % 2 == 1, device=device)
-            reply = sb.request({"op": "trial", "inputs": inputs, "profile": True}, max(1.0, deadline - time.monotonic()))
+            seed = seed_for(self.master, 1, i)
+            perturbed, ref_out = self._reference_case(module, ref_model, seed,
+                                                      perturb=cfg.perturb_inputs and i % 2 == 1, device=device)
+            reply = sb.request({"op": "trial", "seed": seed, "perturb": perturbed, "profile": True},
+                               max(1.0, deadline - time.monotonic()))
             if not reply["ok"]:
                 v.stages["correctness"] = "error"
                 v.error = reply.get("error")
@@ -215,7 +217,7 @@ class _Run:
             rep = reply["report"]
             illegal += self._runtime_violations(rep, i)
             launches += rep.get("launches", 0)
-            trials.append(self._judge_trial(i, ref_out, reply["outputs"], rep, inputs))
+            trials.append(self._judge_trial(i, ref_out, reply["outputs"], rep))
         v.trials = trials
         passed = sum(t.passed for t in trials)
         v.pass_fraction = passed / len(trials)
@@ -241,14 +243,15 @@ class _Run:
         return self._timing_stage(sb, module, ref_model, device)
 
     def _reference_case(self, module, ref_model, seed: int, perturb: bool, device: str):
-        inputs = make_inputs(module, seed, perturb=perturb)
+        """Reference output for the inputs made from `seed` (the worker makes the same inputs from the same seed);
+        returns (whether the perturbation was kept, output on the CPU)."""
         with torch.no_grad():
-            ref_out = ref_model(*to_device(inputs, device))
+            ref_out = ref_model(*to_device(make_inputs(module, seed, perturb=perturb), device))
         if perturb and not _all_finite(ref_out):
-            inputs = make_inputs(module, seed, perturb=False)  # the task's domain forbids the perturbation
+            perturb = False  # the task's domain forbids the perturbation
             with torch.no_grad():
-                ref_out = ref_model(*to_device(inputs, device))
-        return inputs, _to_cpu(ref_out)
+                ref_out = ref_model(*to_device(make_inputs(module, seed, perturb=False), device))
+        return perturb, _to_cpu(ref_out)
 
     def _runtime_violations(self, rep: dict, where) -> list[str]:
         out = [f"illegal PyTorch op {op}" for op in rep.get("illegal_ops", [])]
@@ -268,12 +271,11 @@ class _Run:
             out.append("forward started new native threads that outlived the call")
         return out
 
-    def _judge_trial(self, i: int, ref_out, cand_out, rep: dict, inputs) -> TrialResult:
+    def _judge_trial(self, i: int, ref_out, cand_out, rep: dict) -> TrialResult:
         if rep.get("output_type_error"):
             return TrialResult(trial=i, passed=False, message=rep["output_type_error"])
-        mutated = inputs_unchanged(inputs, rep.get("inputs_after", []))
-        if mutated:
-            return TrialResult(trial=i, passed=False, message=mutated)
+        if rep.get("input_mutation"):
+            return TrialResult(trial=i, passed=False, message=rep["input_mutation"])
         c = compare_outputs(ref_out, cand_out, self.cfg.rel_l2_tol)
         return TrialResult(trial=i, passed=c.passed, max_abs_error=c.max_abs_error, rel_l2_error=c.rel_l2_error,
                            message=c.message)
@@ -327,8 +329,8 @@ class _Run:
             return self.finish("runtime_error" if rep["kind"] == "runtime_error" else "infra_error")
         # Re-check the audited rounds (secretly chosen ones plus the final one) against the reference.
         for r, audit in sorted(rep["audits"].items()):
-            inputs, ref_out = self._reference_case(module, ref_model, seed_for(master_t, r), perturb=False, device=device)
-            t = self._judge_trial(int(r), ref_out, audit["outputs"], audit["report"], inputs)
+            _, ref_out = self._reference_case(module, ref_model, seed_for(master_t, r), perturb=False, device=device)
+            t = self._judge_trial(int(r), ref_out, audit["outputs"], audit["report"])
             if not t.passed:
                 t.message = f"re-check after timing (round {r}): {t.message}"
                 v.trials.append(t)

@@ -148,7 +148,7 @@ class Worker:
             self.ref_model = self.ref_model.to(self.device)
         return {"ok": True, "notes": notes}
 
-    def _forward(self, inputs, profile: bool, copy: bool = True):
+    def _forward(self, inputs, profile: bool, copy: bool = True, seed: int | None = None, perturb: bool = False):
         """One candidate call on device copies of `inputs` (or on `inputs` themselves while timing, so an audited
         round is indistinguishable from a timed one); returns (outputs, report dict)."""
         torch = self.torch
@@ -181,15 +181,22 @@ class Worker:
         if bad:
             report["output_type_error"] = bad
             out = None
-        report["inputs_after"] = _to_cpu_all(args)
+        if seed is not None:  # inputs must be bit-identical to a fresh copy after the call
+            from musacoder.judge.inputs import make_inputs
+
+            pristine = to_device(make_inputs(self.task_module, seed, perturb=perturb), self.device)
+            report["input_mutation"] = _mutation(pristine, args)
         return out, report
 
     def op_trial(self, msg):
         from musacoder.judge.inputs import to_cpu
 
-        inputs = msg["inputs"]
+        from musacoder.judge.inputs import make_inputs
+
+        inputs = make_inputs(self.task_module, msg["seed"], perturb=msg["perturb"])
         try:
-            out, report = self._forward(inputs, profile=msg.get("profile", True))
+            out, report = self._forward(inputs, profile=msg.get("profile", True), seed=msg["seed"],
+                                        perturb=msg["perturb"])
         except BaseException as e:  # noqa: BLE001
             return {"ok": False, "kind": "runtime_error", "error": _trim_tb(e), "where": "forward"}
         return {"ok": True, "outputs": to_cpu(out) if out is not None else None, "report": report}
@@ -258,7 +265,7 @@ class Worker:
             args = inputs_for(r)
             if r in audits or r == final_round:
                 try:
-                    out, report = self._forward(args, profile=True, copy=False)
+                    out, report = self._forward(args, profile=True, copy=False, seed=seed_for(master, r))
                 except BaseException as e:  # noqa: BLE001
                     return {"ok": False, "kind": "runtime_error", "error": _trim_tb(e), "where": f"forward (timing round {r})"}
                 audit_out[r] = {"outputs": to_cpu(out) if out is not None else None, "report": report}
@@ -306,10 +313,19 @@ class Worker:
         return {"ok": True, "compile_ms": times}
 
 
-def _to_cpu_all(obj):
-    from musacoder.judge.inputs import to_cpu
+def _mutation(pristine: list, after: list) -> str | None:
+    import torch
 
-    return to_cpu(obj)
+    for i, (b, a) in enumerate(zip(pristine, after)):
+        if isinstance(b, torch.Tensor):
+            if not isinstance(a, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
+                return f"input {i} changed shape or dtype during forward"
+            same = a == b
+            if b.is_floating_point():
+                same |= torch.isnan(a) & torch.isnan(b)
+            if not bool(same.all()):
+                return f"input {i} was modified in place by forward (inputs must be left unchanged)"
+    return None
 
 
 _EVENT = None
