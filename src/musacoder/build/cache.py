@@ -195,7 +195,8 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
 
     def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, **kwargs):
         kwargs = dict(kwargs)
-        kwargs.pop("build_directory", None)
+        for managed in ("build_directory", "verbose"):  # where and how loudly to build is the cache's business
+            kwargs.pop(managed, None)
         kwargs.update(cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions)
         if cuda_sources:
             includes, ldflags = cuda_build_flags()

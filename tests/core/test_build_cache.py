@@ -1,0 +1,64 @@
+"""The cached builder's contract, with a stand-in for torch's load_inline (no compiler needed)."""
+
+import types
+
+import pytest
+
+from musacoder.build.cache import BuildError, BuildRecord, build_key, make_cached_load_inline, slim_sources
+
+
+def fake_loader(calls, fail_on=None):
+    def real(name, build_directory, verbose, **kw):
+        calls.append({"name": name, "dir": build_directory, **kw})
+        if fail_on and fail_on(kw):
+            raise RuntimeError("Error building extension 'x': main.cpp:1: error: boom")
+        m = types.ModuleType(name)
+        m.__file__ = f"{build_directory}/{name}.so"
+        m.f = lambda x: x + 1
+        return m
+
+    return real
+
+
+def test_candidate_build_options_do_not_clash(tmp_path):
+    calls = []
+    load = make_cached_load_inline(fake_loader(calls), tmp_path, "cpu", BuildRecord())
+    mod = load("n", "int f(int x);", functions=["f"], verbose=True, build_directory="/somewhere/else")
+    assert mod.f(1) == 2
+    assert all(str(tmp_path) in c["dir"] for c in calls)
+
+
+def test_slim_first_then_exact_build(tmp_path):
+    calls = []
+    rec = BuildRecord()
+    load = make_cached_load_inline(fake_loader(calls, fail_on=lambda kw: kw.get("no_implicit_headers")), tmp_path,
+                                   "cpu", rec)
+    load("n", "#include <torch/extension.h>\nint f(int x);", functions=["f"])
+    assert [c.get("no_implicit_headers", False) for c in calls] == [True, False]
+    assert "torch/extension.h" not in calls[0]["cpp_sources"][1] and not rec.fast_build
+
+
+def test_failed_build_is_cached_with_its_log(tmp_path):
+    calls = []
+    load = make_cached_load_inline(fake_loader(calls, fail_on=lambda kw: True), tmp_path, "cpu", BuildRecord())
+    for _ in range(2):
+        with pytest.raises(BuildError):
+            load("n", "int f(int x);", functions=["f"])
+    assert len(calls) == 2  # slim + exact the first time, nothing the second time
+
+
+def test_wrapped_functions_count_calls(tmp_path):
+    rec = BuildRecord()
+    load = make_cached_load_inline(fake_loader([]), tmp_path, "cpu", rec)
+    mod = load("n", "int f(int x);", functions=["f"])
+    mod.f(1)
+    mod.f(2)
+    assert rec.calls == {"f": 2}
+
+
+def test_key_ignores_name_and_build_dir_but_not_flags():
+    base = {"cpp_sources": "a", "functions": ["f"]}
+    assert build_key({**base, "name": "x", "verbose": True}, "cpu") == build_key({**base, "name": "y"}, "cpu")
+    assert build_key({**base, "extra_cflags": ["-O3"]}, "cpu") != build_key(base, "cpu")
+    assert build_key(base, "cpu") != build_key(base, "cuda")
+    assert slim_sources({**base, "no_implicit_headers": True}) is None
