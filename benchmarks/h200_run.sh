@@ -1,27 +1,60 @@
 #!/usr/bin/env bash
-# One H200 call: GPU tests, throughput cold/warm, and the KernelBench-style baseline on the same candidates.
-# Usage on the device machine (repo root): bash benchmarks/h200_run.sh  (writes logs/JSON under $OUT)
+# H200 runs for the GPU issues, in steps that fit 10-minute device calls:
+#   STEPS="tests throughput"  bash benchmarks/h200_run.sh     # call 1
+#   STEPS="baseline bench rl" bash benchmarks/h200_run.sh     # call 2
+# Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
+# (carry both). Logs and JSON go to $OUT; the last lines printed are short tables.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+STEPS=${STEPS:-"tests throughput baseline"}
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch;print('torch', torch.__version__, 'cap', torch.cuda.get_device_capability())" | tee -a "$OUT/gpu.txt"
-# 1. GPU tests (pre-build their candidates in parallel first)
-python3 - <<'PY' > /tmp/gpu_manifest.jsonl
+has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
+
+if has tests; then  # GPU adversarial suite; its candidates are pre-built in parallel first
+  python3 - <<'PY' > /tmp/gpu_manifest.jsonl
 import json, pathlib
-for p in [q for q in sorted(pathlib.Path("tests/gpu/candidates").glob("*.py")) if q.stem != "infinite_loop"] + [pathlib.Path("examples/candidates/relu_cuda.py")]:
-    print(json.dumps({"id": p.stem, "task": "examples/tasks/relu.py", "candidate": str(p), "backend": "cuda"}))
+cands = sorted(pathlib.Path("tests/gpu/candidates").glob("*.py")) + [pathlib.Path("examples/candidates/relu_cuda.py")]
+for p in cands:
+    if p.stem != "infinite_loop":  # would sit out its whole timeout here
+        print(json.dumps({"id": p.stem, "task": "examples/tasks/relu.py", "candidate": str(p), "backend": "cuda"}))
 PY
-timeout ${T_PRE:-120} python3 -m musacoder.cli verify-batch /tmp/gpu_manifest.jsonl --out "$OUT/gpu_prewarm.jsonl" --workers 10 --no-timing > "$OUT/prewarm.log" 2>&1
-timeout ${T_TEST:-150} python3 -m pytest tests/gpu -q -p no:cacheprovider > "$OUT/gpu_tests.log" 2>&1
-tail -15 "$OUT/gpu_tests.log"
-# 2. throughput, cold then warm, fast builds
-timeout ${T_THR:-200} python3 benchmarks/throughput.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
-  --workers ${WORKERS:-12} --limit ${LIMIT:-16} --max-input-mb 256 --json "$OUT/throughput.json" > "$OUT/throughput.log" 2>&1
-tail -6 "$OUT/throughput.log"
-# 3. baseline: sequential in-process load_inline + time (cold builds), same first candidates
-timeout ${T_BASE:-130} python3 benchmarks/kernelbench_style_baseline.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
-  --limit ${BASE_LIMIT:-2} --set batch_size=16 --json "$OUT/baseline.json" > "$OUT/baseline.log" 2>&1
-tail -8 "$OUT/baseline.log"
+  timeout ${T_PRE:-120} python3 -m musacoder.cli verify-batch /tmp/gpu_manifest.jsonl --out "$OUT/gpu_prewarm.jsonl" \
+    --workers 10 --no-timing > "$OUT/prewarm.log" 2>&1
+  timeout ${T_TEST:-300} python3 -m pytest tests/gpu -q -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.log" | tail -15
+fi
+if has throughput; then  # cold then warm cache, fast builds
+  timeout ${T_THR:-420} python3 benchmarks/throughput.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
+    --workers ${WORKERS:-12} --limit ${LIMIT:-0} --max-input-mb 256 --json "$OUT/throughput.json" > "$OUT/throughput.log" 2>&1
+  tail -6 "$OUT/throughput.log"
+fi
+if has baseline; then  # sequential in-process load_inline + time, cold builds, the same first candidates
+  timeout ${T_BASE:-300} python3 benchmarks/kernelbench_style_baseline.py --kernelbench-dir "$KB" \
+    --candidates benchmarks/candidates/cuda --limit ${BASE_LIMIT:-4} --set batch_size=16 --json "$OUT/baseline.json" \
+    > "$OUT/baseline.log" 2>&1
+  tail -8 "$OUT/baseline.log"
+fi
+if has bench; then  # musacoder bench on KernelBench level 1 with the CUDA candidates as a dir: model
+  python3 - <<'PY'
+import pathlib, shutil
+src, dst = pathlib.Path("benchmarks/candidates/cuda/level1"), pathlib.Path("/tmp/responses")
+for p in src.glob("*.py"):
+    d = dst / p.stem
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "0.txt").write_text("```python\n" + p.read_text() + "```\n")
+PY
+  timeout ${T_BENCH:-420} python3 -m musacoder.cli bench --model dir:/tmp/responses --suite kernelbench:level1 \
+    --kernelbench-dir "$KB" --backend cuda --samples 1 --turns 1 --set batch_size=16 --workers 8 --no-progress \
+    --out "$OUT/bench_run" > "$OUT/bench.log" 2>&1
+  python3 -m musacoder.cli report "$OUT/bench_run" >> "$OUT/bench.log" 2>&1
+  tail -12 "$OUT/bench.log"
+fi
+if has rl; then  # the embedded trainer on the GPU with the tiny from-config model
+  timeout ${T_RL:-200} python3 -m musacoder.cli train rl --config examples/rl/tiny_cpu.toml --set model.device=cuda \
+    --out-dir /tmp/rl_run > "$OUT/rl.log" 2>&1
+  cp /tmp/rl_run/metrics.jsonl "$OUT/rl_metrics.jsonl" 2>/dev/null
+  tail -5 "$OUT/rl.log"
+fi

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import random
 import threading
 import statistics
@@ -32,33 +31,37 @@ from musacoder.tasks import load_module, load_task
 
 class DeviceSlots:
     """Exclusive use of a device for the run stages (correctness, timing): builds of other candidates overlap, but no
-    two verifications time on one device at once. `cuda` without an index takes whichever visible GPU is free."""
+    two verifications run on one device at once. `cuda` takes whichever visible GPU is free (one long-lived slot per
+    GPU), `cuda:N` waits for that GPU, `cpu` is one slot. `cuda_count` fixes the number of GPUs (tests)."""
 
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._queues: dict[str, queue.Queue] = {}
+    def __init__(self, cuda_count: int | None = None):
+        self._cv = threading.Condition()
+        self._busy: set[str] = set()
+        self._cuda_count = cuda_count
 
-    def _queue(self, kind: str) -> queue.Queue:
-        with self._lock:
-            if kind not in self._queues:
-                q: queue.Queue = queue.Queue()
-                if kind == "cuda":
-                    for i in range(max(1, torch.cuda.device_count())):
-                        q.put(f"cuda:{i}")
-                else:
-                    q.put(kind)
-                self._queues[kind] = q
-            return self._queues[kind]
+    def devices_for(self, device: str) -> list[str]:
+        if device == "cuda":
+            n = self._cuda_count if self._cuda_count is not None else max(1, torch.cuda.device_count())
+            return [f"cuda:{i}" for i in range(n)]
+        return [device]
 
     @contextlib.contextmanager
     def hold(self, device: str):
-        kind = "cuda" if device == "cuda" else device
-        q = self._queue(kind)
-        dev = q.get()
+        choices = self.devices_for(device)
+        with self._cv:
+            while True:
+                free = [d for d in choices if d not in self._busy]
+                if free:
+                    dev = free[0]
+                    self._busy.add(dev)
+                    break
+                self._cv.wait()
         try:
             yield dev
         finally:
-            q.put(dev)
+            with self._cv:
+                self._busy.discard(dev)
+                self._cv.notify_all()
 
 
 DEVICE_SLOTS = DeviceSlots()
