@@ -65,3 +65,17 @@ def test_concurrent_builds_share_one_cache_entry(tmp_path):
     entries = [p for p in (tmp_path / "cache" / "ext").glob("*/*") if p.is_dir()]
     assert len(entries) == 1 and (entries[0] / "done").exists()
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_compile_baseline_is_measured_once_and_cached(tmp_path):
+    cfg = FAST.model_copy(update={"cache_dir": tmp_path / "cache", "time_compile_baseline": True})
+    task = EX / "tasks" / "relu.py"
+    code = (EX / "candidates" / "relu_cpu.py").read_text()
+    first = verify(task, code, overrides={"batch_size": 8}, config=cfg)
+    assert first.status == "ok" and first.speedup_vs_compile is not None, first.flags
+    cached = list((tmp_path / "cache" / "baselines").glob("*.json"))
+    assert len(cached) == 1
+    second = verify(task, code, overrides={"batch_size": 8}, config=cfg)
+    assert second.compile_runtime_ms == first.compile_runtime_ms  # served from the cache, not re-measured
+    assert first.speedup == first.speedup_vs_eager  # the reward's baseline stays eager unless asked

@@ -94,6 +94,9 @@ class Worker:
             self._install_triton_hook()
         if msg.get("task_source") is not None:
             self.task_module = load_module(Task(name="task", source=msg["task_source"], overrides={}), "musacoder_task")
+        if msg.get("code") is None:  # a reference-only worker (trusted baselines): no candidate at all
+            self.candidate = None
+            return {"ok": True, "builds": [], "seconds": 0.0}
         import types
 
         module = types.ModuleType("candidate")
@@ -124,6 +127,12 @@ class Worker:
             if self.device.startswith("cuda"):
                 torch.cuda.set_device(torch.device(self.device))
         init_inputs = list(msg["init_inputs"])
+        if self.candidate is None:
+            torch.manual_seed(msg["seed"])
+            self.ref_model = self.task_module.Model(*init_inputs)
+            self.ref_model.load_state_dict(msg["state_dict"])
+            self.ref_model = self.ref_model.to(self.device)
+            return {"ok": True, "notes": []}
         torch.manual_seed(msg["seed"])
         try:
             model = self.candidate.ModelNew(*init_inputs)
