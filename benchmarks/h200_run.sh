@@ -6,7 +6,7 @@
 # (carry both). Logs and JSON go to $OUT; the last lines printed are short tables.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests throughput baseline"}
+STEPS=${STEPS:-"tests throughput baseline"}  # also: bench rl fidelity
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
@@ -57,4 +57,9 @@ if has rl; then  # the embedded trainer on the GPU with the tiny from-config mod
     --out-dir /tmp/rl_run > "$OUT/rl.log" 2>&1
   cp /tmp/rl_run/metrics.jsonl "$OUT/rl_metrics.jsonl" 2>/dev/null
   tail -5 "$OUT/rl.log"
+fi
+if has fidelity; then  # speedup spread over 5 evaluations, measured vs profiler device time
+  timeout ${T_FID:-500} python3 benchmarks/timing_fidelity.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
+    --limit ${FID_LIMIT:-10} --repeats 5 --json "$OUT/fidelity.json" > "$OUT/fidelity.log" 2>&1
+  tail -14 "$OUT/fidelity.log"
 fi

@@ -124,6 +124,7 @@ class Verdict(BaseModel):
     candidate_timing: Timing | None = None
     reference_timing: Timing | None = None
     wall_s: float | None = None
+    candidate_device_ms: float | None = None  # GPU kernel time the profiler saw per audited call (timing cross-check)
     build_s: float | None = None  # seconds spent importing the candidate (its builds, or cache hits)
     build_cached: bool | None = None  # every extension came from the build cache
 

@@ -348,6 +348,9 @@ class _Run:
                 v.legal = False
                 v.stages["timing"] = "failed"
                 return self.finish("illegal")
+        dev = [a["report"].get("device_time_ms") for a in rep["audits"].values() if a["report"].get("device_time_ms")]
+        if dev:
+            v.candidate_device_ms = statistics.median(dev)
         return _timing(rep["candidate_ms"]), _timing(rep["reference_ms"])
 
 

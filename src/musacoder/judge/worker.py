@@ -179,7 +179,8 @@ class Worker:
                         out = self.model(*args)
                     self.sync()
                 rt = analyse_events(prof.events())
-                report.update(illegal_ops=rt.illegal_ops, ops=sorted(set(rt.all_ops)), device_kernels=sorted(set(rt.device_kernels)))
+                report.update(illegal_ops=rt.illegal_ops, ops=sorted(set(rt.all_ops)), device_kernels=sorted(set(rt.device_kernels)),
+                              device_time_ms=rt.device_time_ms)
             else:
                 out = self.model(*args)
                 self.sync()

@@ -43,6 +43,7 @@ class RuntimeReport:
     illegal_ops: list[str] = field(default_factory=list)  # "aten::mm (from extension function fn)"
     all_ops: list[str] = field(default_factory=list)
     device_kernels: list[str] = field(default_factory=list)
+    device_time_ms: float = 0.0  # summed duration of the GPU kernels seen (all streams)
 
 
 def _ancestors(ev):
@@ -60,6 +61,7 @@ def analyse_events(events) -> RuntimeReport:
         name = ev.name
         if getattr(ev, "device_type", None) is not None and str(ev.device_type).endswith("CUDA"):
             rep.device_kernels.append(name)
+            rep.device_time_ms += ev.time_range.elapsed_us() / 1000.0
             continue
         if not name.startswith("aten::"):
             continue

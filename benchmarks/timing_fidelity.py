@@ -1,0 +1,64 @@
+"""Timing fidelity: the same candidates evaluated several times; spread of the speedup, and measured time against the
+GPU kernel time the profiler reports for the audited calls of the same runs.
+
+    python benchmarks/timing_fidelity.py --kernelbench-dir ../shared/kernelbench --candidates benchmarks/candidates/cuda \
+        --limit 10 --repeats 5 --json fidelity.json
+
+Goals (issue 3): coefficient of variation of the speedup ≤ 2 %; measured time within 5 % of the profiler's device time.
+Prints a table and writes JSON. Sizes are shrunk as in benchmarks/throughput.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kernelbench-dir", type=Path, default=Path(os.environ.get("KERNELBENCH_DIR", "../shared/kernelbench")))
+    ap.add_argument("--candidates", type=Path, default=Path("benchmarks/candidates/cuda"))
+    ap.add_argument("--limit", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--max-input-mb", type=float, default=256)
+    ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--json", type=Path, default=None)
+    a = ap.parse_args()
+
+    from benchmarks_throughput import pairs, shrink_overrides  # noqa: E402  (sibling script)
+    from musacoder.config import VerifyConfig
+    from musacoder.judge.pipeline import verify
+    from musacoder.tasks import load_task
+
+    cfg = VerifyConfig(trials=2, repeats=30, max_repeats=300, time_budget_s=5.0)
+    rows = []
+    for name, task_path, cand in list(pairs(a.kernelbench_dir, a.candidates))[: a.limit]:
+        task = load_task(task_path, shrink_overrides(task_path, int(a.max_input_mb * 2**20)))
+        runs = [verify(task, cand.read_text(), backend=a.backend, config=cfg) for _ in range(a.repeats)]
+        sp = [v.speedup for v in runs if v.status == "ok" and v.speedup]
+        dev = [(v.runtime_ms, v.candidate_device_ms) for v in runs if v.runtime_ms and v.candidate_device_ms]
+        row = {"candidate": name, "ok_runs": len(sp),
+               "speedup_mean": statistics.fmean(sp) if sp else None,
+               "speedup_cv": statistics.stdev(sp) / statistics.fmean(sp) if len(sp) > 1 else None,
+               "measured_over_device": statistics.median(m / d for m, d in dev) if dev else None}
+        rows.append(row)
+        print(row, flush=True)
+    print("\n| candidate | ok runs | mean speedup | CV | measured / profiler device time |\n|---|---|---|---|---|")
+    for r in rows:
+        f = lambda x, p="{:.3f}": p.format(x) if x is not None else "-"  # noqa: E731
+        print(f"| {r['candidate']} | {r['ok_runs']} | {f(r['speedup_mean'])} | {f(r['speedup_cv'], '{:.2%}')} | {f(r['measured_over_device'])} |")
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import throughput as benchmarks_throughput  # noqa: E402
+
+    sys.modules["benchmarks_throughput"] = benchmarks_throughput
+    main()
