@@ -257,6 +257,38 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return eval("torch.relu")(x)
 ''',
+    "python_loop_with_decoy_kernel": '''
+class ModelNew(nn.Module):
+    def forward(self, x):
+        kit.relu_fwd(x)
+        out = torch.empty_like(x)
+        flat, res = x.reshape(-1), out.view(-1)
+        for i in range(flat.numel()):
+            v = flat[i].item()
+            res[i] = v if v > 0 else 0.0
+        return out
+''',
+    "global_threads_at_import": '''
+torch.set_num_threads(1)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return kit.relu_fwd(x)
+''',
+    "torch_function_override": '''
+class Lazy:
+    def __init__(self, t):
+        self.t = t
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return True
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return Lazy(kit.relu_fwd(x))
+''',
     "submodule_call": '''
 class ModelNew(nn.Module):
     def __init__(self):
@@ -316,6 +348,27 @@ class ModelNew(nn.Module):
         return ext.relu_bg(x)
 '''
 
+NATIVE_DIRECT_ATEN = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+src = r"""
+#include <torch/extension.h>
+#include <ATen/NativeFunctions.h>
+
+torch::Tensor relu_native(torch::Tensor x) {
+    return at::native::relu(x);
+}
+"""
+
+ext = load_inline(name="native_direct", cpp_sources=src, functions=["relu_native"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu_native(x)
+'''
+
 if __name__ == "__main__":
     out = Path(__file__).parent / "candidates"
     out.mkdir(exist_ok=True)
@@ -323,4 +376,5 @@ if __name__ == "__main__":
         (out / f"{name}.py").write_text(KIT + body)
     (out / "native_file_write.py").write_text(NATIVE_FILE_WRITE)
     (out / "native_thread.py").write_text(NATIVE_THREAD)
-    print(f"wrote {len(CANDIDATES) + 2} candidates to {out}")
+    (out / "native_aten_bypassing_dispatcher.py").write_text(NATIVE_DIRECT_ATEN)
+    print(f"wrote {len(CANDIDATES) + 3} candidates to {out}")

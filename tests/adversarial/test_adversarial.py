@@ -44,6 +44,10 @@ CASES = [
     ("dunder_escape", RELU, "illegal", "dunder"),
     ("eval_escape", RELU, "illegal", "'eval'"),
     ("submodule_call", RELU, "illegal", "self.act"),
+    ("python_loop_with_decoy_kernel", RELU, "illegal", "tensor elements into Python"),
+    ("global_threads_at_import", RELU, "illegal", "torch.set_num_threads"),
+    ("torch_function_override", RELU, "illegal", "__torch_function__"),
+    ("native_aten_bypassing_dispatcher", RELU, "illegal", "bypassing the dispatcher"),
 ]
 
 CFG = VerifyConfig(timeout_s=25.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
@@ -56,7 +60,8 @@ def _text(v) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("name,task,status,phrase", CASES, ids=[c[0] for c in CASES])
 def test_hack_is_rejected(name, task, status, phrase):
-    v = verify(task, (CANDS / f"{name}.py").read_text(), backend="cpu", config=CFG)
+    small = {"batch_size": 1, "dim": 256} if task == RELU else None  # keeps the Python-loop hack quick
+    v = verify(task, (CANDS / f"{name}.py").read_text(), backend="cpu", config=CFG, overrides=small)
     assert v.status == status, _text(v)
     phrases = phrase if isinstance(phrase, tuple) else (phrase,)
     assert any(p in _text(v) for p in phrases), _text(v)

@@ -22,7 +22,7 @@ from musacoder.feedback import render_feedback
 from musacoder.judge.compare import compare_outputs
 from musacoder.judge.inputs import make_init_inputs, make_inputs, seed_for, to_device
 from musacoder.judge.sandbox import Sandbox, WorkerDied, WorkerTimeout
-from musacoder.legality.runtime import VENDOR_KERNEL
+from musacoder.legality.runtime import VENDOR_KERNEL, python_compute_violations
 from musacoder.legality.static import check_static
 from musacoder.records import BACKENDS, Task, Timing, TrialResult, Verdict
 from musacoder.reward import kernel_reward
@@ -176,6 +176,10 @@ class _Run:
             return self.finish("runtime_error" if load["kind"] == "runtime_error" else "infra_error")
         v.compiled = True
         v.stages["build"] = "ok"
+        if load.get("global_state"):
+            v.stages["runtime_legality"] = "failed"
+            v.violations = [f"importing the candidate changed global state: {c}" for c in load["global_state"]]
+            return self.finish("illegal")
         if device.startswith("cuda") and not cuda_available():
             v.error = "compiled; running needs a CUDA GPU and none is visible on this machine"
             v.legal = True
@@ -259,6 +263,8 @@ class _Run:
 
     def _runtime_violations(self, rep: dict, where) -> list[str]:
         out = [f"illegal PyTorch op {op}" for op in rep.get("illegal_ops", [])]
+        out += python_compute_violations(rep.get("python_op_counts") or {})
+        out += [f"forward changed global state: {c}" for c in rep.get("global_state") or []]
         kernels = rep.get("device_kernels") or []
         if self.device.startswith("cuda") and self.v.backend in ("cuda", "triton"):
             own = [k for k in kernels if any(name in k for name in self.static.kernel_defs)]

@@ -42,6 +42,20 @@ class Worker:
         self.static_kernels: list[str] = []
 
     # -- helpers -----------------------------------------------------------------------------------------------
+    def global_state(self) -> dict:
+        """Process-wide settings a candidate could change to slow the reference or alter its numerics."""
+        torch = self.torch
+        return {"intra-op threads": torch.get_num_threads(), "inter-op threads": torch.get_num_interop_threads(),
+                "default dtype": str(torch.get_default_dtype()), "grad mode": torch.is_grad_enabled(),
+                "float32 matmul precision": torch.get_float32_matmul_precision()}
+
+    def global_state_changes(self) -> list[str]:
+        before = getattr(self, "_state0", None)
+        if before is None:
+            return []
+        now = self.global_state()
+        return [f"{k} changed from {before[k]} to {now[k]}" for k in before if now[k] != before[k]]
+
     def sync(self):
         if self.device.startswith("cuda"):
             self.torch.cuda.synchronize()
@@ -104,6 +118,7 @@ class Worker:
         with open(module.__file__, "w") as f:
             f.write(msg["code"])
         sys.modules["candidate"] = module
+        self._state0 = self.global_state()
         t0 = time.perf_counter()
         try:
             exec(compile(msg["code"], module.__file__, "exec"), module.__dict__)  # noqa: S102 - sandboxed worker
@@ -118,7 +133,8 @@ class Worker:
         if not hasattr(module, "ModelNew"):
             return {"ok": False, "kind": "runtime_error", "error": "the candidate defines no ModelNew", "where": "import"}
         self.candidate = module
-        return {"ok": True, "builds": self.record.builds, "seconds": time.perf_counter() - t0}
+        return {"ok": True, "builds": self.record.builds, "seconds": time.perf_counter() - t0,
+                "global_state": self.global_state_changes()}
 
     def op_init(self, msg):
         torch = self.torch
@@ -180,11 +196,12 @@ class Worker:
                     self.sync()
                 rt = analyse_events(prof.events())
                 report.update(illegal_ops=rt.illegal_ops, ops=sorted(set(rt.all_ops)), device_kernels=sorted(set(rt.device_kernels)),
-                              device_time_ms=rt.device_time_ms)
+                              device_time_ms=rt.device_time_ms, python_op_counts=rt.python_op_counts)
             else:
                 out = self.model(*args)
                 self.sync()
         report["launches"] = self.launches() - launches0
+        report["global_state"] = self.global_state_changes()
         report["py_threads_added"] = _thread_count() - py_threads
         report["native_threads_added"] = _native_threads() - native_threads
         bad = _non_plain(out)

@@ -44,6 +44,25 @@ class RuntimeReport:
     all_ops: list[str] = field(default_factory=list)
     device_kernels: list[str] = field(default_factory=list)
     device_time_ms: float = 0.0  # summed duration of the GPU kernels seen (all streams)
+    python_op_counts: dict[str, int] = field(default_factory=dict)  # outermost aten ops issued from Python
+
+
+# Plumbing is a handful of calls per forward; thousands of element reads/writes from Python are the output being
+# computed in Python, with a decoy kernel called beside it.
+MAX_SCALAR_READS = 64
+MAX_PYTHON_OPS = 2048
+
+
+def python_compute_violations(python_op_counts: dict[str, int]) -> list[str]:
+    reads = sum(n for op, n in python_op_counts.items() if op in ("aten::item", "aten::_local_scalar_dense"))
+    total = sum(python_op_counts.values())
+    out = []
+    if reads > MAX_SCALAR_READS:
+        out.append(f"forward read {reads} tensor elements into Python (.item()); compute must happen in your kernels")
+    if total > MAX_PYTHON_OPS:
+        out.append(f"forward issued {total} PyTorch plumbing ops from Python in one call (element-wise Python "
+                   "computation); compute must happen in your kernels")
+    return out
 
 
 def _ancestors(ev):
@@ -69,9 +88,11 @@ def analyse_events(events) -> RuntimeReport:
         if any(a.name.startswith("aten::") for a in anc):
             continue  # nested inside another aten op: judged through its outermost op
         rep.all_ops.append(name)
+        ext = next((a.name[len(EXT_RANGE):] for a in anc if a.name.startswith(EXT_RANGE)), None)
+        if ext is None:
+            rep.python_op_counts[name] = rep.python_op_counts.get(name, 0) + 1
         if aten_allowed(name):
             continue
-        ext = next((a.name[len(EXT_RANGE):] for a in anc if a.name.startswith(EXT_RANGE)), None)
         where = f"called from inside extension function {ext} (C++)" if ext else "called from Python in forward"
         label = f"{name} ({where})"
         if label not in seen:

@@ -72,7 +72,13 @@ THREAD_STREAM_NAMES = {
     "Thread", "Timer", "ThreadPoolExecutor", "ProcessPoolExecutor", "Process", "Stream", "stream", "set_stream",
     "ExternalStream", "record_stream", "CUDAGraph", "graph", "make_graphed_callables", "Event",
 }
-VENDOR_PATTERNS = re.compile(r"\b(cublas\w*|cublasLt\w*|cudnn\w*|cusparse\w*|cufft\w*|cusolver\w*|hipblas\w*|miopen\w*)\b", re.I)
+VENDOR_PATTERNS = re.compile(r"\b(cublas\w*|cublasLt\w*|cudnn\w*|cusparse\w*|cufft\w*|cusolver\w*|hipblas\w*|miopen\w*|"
+                             r"cblas_\w+|mkl_\w+|mkl\.h|dnnl\w*|openblas\w*|lapack\w*)\b", re.I)
+# CUDA helpers a kernel wrapper legitimately takes from the at::cuda namespace; the rest of it (at::cuda::mm …) are
+# ATen ops that bypass the dispatcher and so the profiler.
+_AT_CUDA_OK = ("getCurrentCUDAStream|getDefaultCUDAStream|getStreamFromExternal|CUDAGuard|OptionalCUDAGuard|"
+               "getCurrentDeviceProperties|getDeviceProperties|current_device|device_count|CUDAStream|warp_size|"
+               "OptionalCUDAStreamGuard|getCurrentCUDASparseHandle_DISALLOWED")
 # Tokens that have no place in a kernel's native source: threads, processes, files, sockets, dynamic loading, calling
 # back into Python, side streams/graphs, and profiler introspection.
 NATIVE_FORBIDDEN = [
@@ -84,6 +90,14 @@ NATIVE_FORBIDDEN = [
     (re.compile(r"py::module_?::import|pybind11::module_?::import|py::eval|py::exec|PyRun_\w+|PyImport_\w+|PyObject_Call\w*|py::globals|\.attr\s*\("), "calls back into Python"),
     (re.compile(r"cudaStreamCreate\w*|getStreamFromPool|setCurrentCUDAStream|cudaLaunchHostFunc|cudaStreamAddCallback|cudaGraph\w*|CUDAStreamGuard"), "uses side streams, graphs or host callbacks"),
     (re.compile(r"RecordFunction|profiler|\bkineto\b|cupti", re.I), "inspects the profiler"),
+    (re.compile(r"at::native::|at::cpu::|at::_ops::|at::redispatch::|at::compositeexplicitautograd\w*::|"
+                r"at::compositeimplicitautograd\w*::|c10::Dispatcher|at::meta::|at::cuda::(?!(?:" + _AT_CUDA_OK + r")\b)\w+\s*\("),
+     "calls ATen kernels directly, bypassing the dispatcher (compute ops must be your own)"),
+    (re.compile(r"globalContext\s*\(|set_num_threads|set_num_interop_threads|omp_set_num_threads|omp_set_dynamic|"
+                r"setAllowTF32|setBenchmarkCuDNN|setDeterministic|cudaDeviceSetLimit|cudaSetDevice\b|cudaDeviceReset"),
+     "changes global PyTorch/OpenMP/CUDA state"),
+    (re.compile(r"#\s*pragma\s+omp\s+(?:parallel\s+)?(?:task|single\s+nowait|master)\b|\bnowait\b|\.detach\s*\(\s*\)"),
+     "leaves work running after returning (omp task/nowait/detached threads)"),
     (re.compile(r"\bsleep\s*\(|usleep\s*\(|nanosleep|std::chrono|clock_gettime|gettimeofday|\brdtsc\b"), "reads or manipulates time"),
 ]
 
@@ -254,6 +268,10 @@ def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> St
                     if rest == bad or rest.startswith(bad + "."):
                         v.append(f"line {node.lineno}: {r} is not allowed in a candidate")
                         break
+            last = r.rsplit(".", 1)[-1]
+            if head == "torch" and (last.startswith("set_") and last != "set_device" or "memory" in r.split(".")[1:-1]
+                                    or last in ("empty_cache", "caching_allocator_alloc", "manual_seed_all")):
+                v.append(f"line {node.lineno}: {r} changes global PyTorch state (threads, precision, memory); not allowed")
             if node.attr in THREAD_STREAM_NAMES and head in ("torch", "threading", "concurrent", "multiprocessing"):
                 v.append(f"line {node.lineno}: threads, streams, events and graphs ({r}) are not allowed")
             if node.attr in ("record_stream", "CUDAGraph", "make_graphed_callables"):
@@ -273,8 +291,10 @@ def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> St
                     if isinstance(sub, ast.Name) and sub.id in an.aliases and isinstance(node, ast.Assign) \
                             and node.lineno > 0 and sub is t:
                         v.append(f"line {node.lineno}: rebinding imported name {sub.id!r} is not allowed")
-        elif isinstance(node, ast.Global):
-            pass
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("__") \
+                and node.name.endswith("__") and node.name != "__init__":
+            v.append(f"line {node.lineno}: defining {node.name} is not allowed (dispatch and operator overrides "
+                     "can fake results)")
         elif isinstance(node, ast.ClassDef) and node is not an.modelnew:
             for base in node.bases:
                 if (an.resolve(base) or "").split(".")[-1] in ("Tensor",):
