@@ -42,6 +42,15 @@ class Worker:
         self.static_kernels: list[str] = []
 
     # -- helpers -----------------------------------------------------------------------------------------------
+    def _poison_allocator(self, inputs) -> None:
+        """Fill and free a block as large as the inputs with NaN, so output memory that the candidate does not write
+        (uninitialised reads that happen to hold an earlier answer) is NaN rather than a plausible value."""
+        torch = self.torch
+        n = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)) // 4
+        if n:
+            torch.full((2 * n,), float("nan"), dtype=torch.float32, device=self.device)
+            self.sync()
+
     def global_state(self) -> dict:
         """Process-wide settings a candidate could change to slow the reference or alter its numerics."""
         torch = self.torch
@@ -221,6 +230,7 @@ class Worker:
         from musacoder.judge.inputs import make_inputs
 
         inputs = make_inputs(self.task_module, msg["seed"], perturb=msg["perturb"])
+        self._poison_allocator(inputs)
         try:
             out, report = self._forward(inputs, profile=msg.get("profile", True), seed=msg["seed"],
                                         perturb=msg["perturb"])
