@@ -4,7 +4,8 @@ import types
 
 import pytest
 
-from musacoder.build.cache import BuildError, BuildRecord, build_key, make_cached_load_inline, slim_sources
+from musacoder.build.cache import (BuildError, BuildRecord, build_key, fast_attempts,
+                                   make_cached_load_inline)
 
 
 def fake_loader(calls, fail_on=None):
@@ -28,14 +29,16 @@ def test_candidate_build_options_do_not_clash(tmp_path):
     assert all(str(tmp_path) in c["dir"] for c in calls)
 
 
-def test_slim_first_then_exact_build(tmp_path):
+def test_lighter_headers_first_then_exact_build(tmp_path):
     calls = []
     rec = BuildRecord()
     load = make_cached_load_inline(fake_loader(calls, fail_on=lambda kw: kw.get("no_implicit_headers")), tmp_path,
                                    "cpu", rec)
     load("n", "#include <torch/extension.h>\nint f(int x);", functions=["f"])
-    assert [c.get("no_implicit_headers", False) for c in calls] == [True, False]
-    assert "torch/extension.h" not in calls[0]["cpp_sources"][1] and not rec.fast_build
+    assert [c.get("no_implicit_headers", False) for c in calls] == [True, True, False]  # lite, slim, as written
+    assert any("lite_include" in p for p in calls[0]["extra_include_paths"])
+    assert "torch/extension.h" not in calls[1]["cpp_sources"][1] and rec.fast_build is None
+    assert calls[2]["cpp_sources"] == "#include <torch/extension.h>\nint f(int x);"  # exactly as written
 
 
 def test_failed_build_is_cached_with_its_log(tmp_path):
@@ -44,7 +47,7 @@ def test_failed_build_is_cached_with_its_log(tmp_path):
     for _ in range(2):
         with pytest.raises(BuildError):
             load("n", "int f(int x);", functions=["f"])
-    assert len(calls) == 2  # slim + exact the first time, nothing the second time
+    assert len(calls) == 3  # lite, slim and exact the first time, nothing the second time
 
 
 def test_wrapped_functions_count_calls(tmp_path):
@@ -61,4 +64,4 @@ def test_key_ignores_name_and_build_dir_but_not_flags():
     assert build_key({**base, "name": "x", "verbose": True}, "cpu") == build_key({**base, "name": "y"}, "cpu")
     assert build_key({**base, "extra_cflags": ["-O3"]}, "cpu") != build_key(base, "cpu")
     assert build_key(base, "cpu") != build_key(base, "cuda")
-    assert slim_sources({**base, "no_implicit_headers": True}) is None
+    assert fast_attempts({**base, "no_implicit_headers": True}) == []

@@ -47,7 +47,7 @@ class BuildRecord:
     builds: list[dict] = field(default_factory=list)  # {name, key, cached, seconds}
     error_log: str | None = None
     calls: dict[str, int] = field(default_factory=dict)  # exported function -> call count
-    fast_build: bool = False  # built with the slim headers
+    fast_build: str | None = None  # which lighter-header variant built it (None: built as written)
 
 
 @functools.lru_cache(maxsize=None)
@@ -120,6 +120,9 @@ def toolchain_env(device: str | None) -> dict[str, str]:
 
 _EXT_H = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/extension\.h[>\"][^\n]*$", re.M)
 SLIM_MAIN_HEADERS = "#include <torch/types.h>\n#include <torch/python.h>"
+LITE_INCLUDE = Path(__file__).parent / "lite_include"
+LITE_MAIN_HEADERS = "#include <torch/csrc/utils/pybind.h>\n#include <torch/extension.h>"
+CUDA_PRELUDE = "#include <cuda.h>\n#include <cuda_runtime.h>"
 
 
 def _as_list(src) -> list[str]:
@@ -128,26 +131,32 @@ def _as_list(src) -> list[str]:
     return [src] if isinstance(src, str) else list(src)
 
 
-def slim_sources(kwargs: dict) -> dict | None:
-    """The same build with lighter headers, or None when nothing would change.
+def fast_attempts(kwargs: dict) -> list[tuple[str, dict]]:
+    """Lighter-header variants of the same build, tried in order before the build exactly as written.
 
     Almost all of a `load_inline` build is PyTorch's headers: `torch/extension.h` pulls in `torch/all.h` (nn, optim,
-    jit, data, serialize …) for every translation unit. The fast attempt compiles the generated `main.cpp` against
-    `torch/types.h` + `torch/python.h` (all the bindings need) and drops `torch/extension.h` from the CUDA sources
-    (load_inline already prepends `torch/types.h` there). The candidate's own code is unchanged; if it needs anything
-    from the full header the fast attempt fails and the build is redone exactly as written.
+    jit, data, serialize …) for every translation unit, and `ATen/cuda/CUDAContext.h` the cuBLAS/cuSPARSE handles.
+    * `lite`: `lite_include/` goes first on the include path, so the candidate's own `#include <torch/extension.h>`
+      and `<ATen/cuda/CUDAContext.h>` get musacoder's light stand-ins (tensors, factories through the dispatcher,
+      checks, streams, guards); the bindings use `torch/csrc/utils/pybind.h` instead of `torch/python.h`.
+    * `slim`: the real headers, but `torch/types.h` + `torch/python.h` instead of `torch/extension.h`.
+    The candidate's code is unchanged; a variant it does not compile with is skipped, and the last resort is the build
+    exactly as written. Every variant goes through the same dispatcher, so runtime legality sees the same ops.
     """
     cpp = _as_list(kwargs.get("cpp_sources"))
     cuda = _as_list(kwargs.get("cuda_sources"))
     if kwargs.get("no_implicit_headers"):
-        return None
-    slim = dict(kwargs)
-    slim["cpp_sources"] = [SLIM_MAIN_HEADERS] + [_EXT_H.sub("", c) for c in cpp]
-    slim["no_implicit_headers"] = True
+        return []
+    lite = dict(kwargs, no_implicit_headers=True, with_pytorch_error_handling=False)
+    lite["cpp_sources"] = [LITE_MAIN_HEADERS] + cpp
+    lite["extra_include_paths"] = [str(LITE_INCLUDE)] + list(kwargs.get("extra_include_paths") or [])
     if cuda:
-        slim["cuda_sources"] = ["#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>"] + \
-            [_EXT_H.sub("", c) for c in cuda]
-    return slim
+        lite["cuda_sources"] = [CUDA_PRELUDE] + cuda
+    slim = dict(kwargs, no_implicit_headers=True)
+    slim["cpp_sources"] = [SLIM_MAIN_HEADERS] + [_EXT_H.sub("", c) for c in cpp]
+    if cuda:
+        slim["cuda_sources"] = ["#include <torch/types.h>\n" + CUDA_PRELUDE] + [_EXT_H.sub("", c) for c in cuda]
+    return [("lite", lite), ("slim", slim)]
 
 
 def build_key(kwargs: dict, backend: str) -> str:
@@ -230,14 +239,15 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
                     stale.unlink()
                 try:
                     module = None
-                    fast = slim_sources(kwargs) if os.environ.get("MUSACODER_FAST_BUILD", "1") != "0" else None
-                    if fast is not None:
-                        (build_dir / "fast").mkdir(exist_ok=True)
+                    attempts = fast_attempts(kwargs) if os.environ.get("MUSACODER_FAST_BUILD", "1") != "0" else []
+                    for label, variant in attempts:
+                        (build_dir / label).mkdir(exist_ok=True)
                         try:
-                            module = real_load_inline(name=ext_name, build_directory=str(build_dir / "fast"),
-                                                      verbose=False, **fast)
-                            record.fast_build = True
-                        except Exception:  # noqa: BLE001 - needs the full headers: build exactly as written
+                            module = real_load_inline(name=ext_name, build_directory=str(build_dir / label),
+                                                      verbose=False, **variant)
+                            record.fast_build = label
+                            break
+                        except Exception:  # noqa: BLE001 - needs more of the real headers: next variant
                             module = None
                     if module is None:
                         module = real_load_inline(name=ext_name, build_directory=str(build_dir), verbose=False, **kwargs)
