@@ -6,12 +6,12 @@ task -> candidate -> build -> run/judge (MooreEval) -> verdict -> reward/feedbac
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
 Backend = Literal["cpu", "triton", "cuda"]
-BACKENDS: tuple[str, ...] = ("cpu", "triton", "cuda")
+BACKENDS: tuple[str, ...] = get_args(Backend)
 
 Status = Literal[
     "ok",
@@ -24,17 +24,7 @@ Status = Literal[
     "crashed",
     "infra_error",
 ]
-STATUSES: tuple[str, ...] = (
-    "ok",
-    "extract_error",
-    "illegal",
-    "compile_error",
-    "runtime_error",
-    "incorrect",
-    "timeout",
-    "crashed",
-    "infra_error",
-)
+STATUSES: tuple[str, ...] = get_args(Status)
 
 # The stages of one verification, in the order they run.
 STAGES: tuple[str, ...] = (
