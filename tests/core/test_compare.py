@@ -43,3 +43,11 @@ def test_input_mutation_check():
     assert _mutation([x], [x.clone()]) is None
     assert "modified in place" in _mutation([x], [x + 1])
     assert "shape or dtype" in _mutation([x], [x.double()])
+
+
+def test_task_audit_flags_degenerate_references():
+    from musacoder.judge.pipeline import task_audit
+
+    assert task_audit(torch.randn(8)) == []
+    assert "exactly zero" in task_audit(torch.zeros(8))[0]
+    assert "below atol" in task_audit((torch.full((8,), 1e-6),))[0]
