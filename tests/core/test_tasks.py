@@ -1,4 +1,6 @@
 import os
+
+import torch
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,13 @@ def test_hf_loader_with_local_fixture(tmp_path):
     f.write_text(json.dumps({"code": src, "level": 1, "name": "19_ReLU.py", "problem_id": 19}) + "\n")
     tasks = load_hf_kernelbench(dataset="json", data_files={"level_1": str(f)})
     assert [(t.name, t.level, t.problem_id) for t in tasks] == [("19_ReLU", 1, 19)]
+
+
+def test_seeded_inputs_are_thread_safe():
+    from concurrent.futures import ThreadPoolExecutor
+
+    m = load_module(load_task(REPO / "examples" / "tasks" / "relu.py", {"batch_size": 64, "dim": 512}))
+    expected = {s: make_inputs(m, s)[0] for s in range(16)}
+    with ThreadPoolExecutor(8) as pool:
+        got = dict(zip(range(16), pool.map(lambda s: make_inputs(m, s)[0], range(16))))
+    assert all(torch.equal(expected[s], got[s]) for s in range(16))

@@ -8,13 +8,30 @@ reduction and relies on uniform inputs converging to the expected value fails.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import torch
+
+# torch's default generator is process-global: verifications running in parallel threads must not interleave
+# "seed, then draw", or two of them would draw from each other's streams and disagree with their workers.
+_RNG_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def seeded(seed: int):
+    """Run a block on torch's default generator seeded with `seed`, restoring its state afterwards (thread-safe)."""
+    with _RNG_LOCK:
+        state = torch.random.get_rng_state()
+        try:
+            torch.manual_seed(seed)
+            yield
+        finally:
+            torch.random.set_rng_state(state)
 
 
 def make_inputs(module, seed: int, perturb: bool = False) -> list:
-    gen_state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(seed)
+    with seeded(seed):
         inputs = list(module.get_inputs())
         if perturb:
             g = torch.Generator().manual_seed(seed ^ 0x5DEECE66D)
@@ -26,13 +43,11 @@ def make_inputs(module, seed: int, perturb: bool = False) -> list:
                 out.append(x)
             inputs = out
         return inputs
-    finally:
-        torch.random.set_rng_state(gen_state)
 
 
 def make_init_inputs(module, seed: int) -> list:
-    torch.manual_seed(seed)
-    return list(module.get_init_inputs())
+    with seeded(seed):
+        return list(module.get_init_inputs())
 
 
 def to_device(obj, device: str):

@@ -20,7 +20,7 @@ from musacoder.candidates import extract_code
 from musacoder.config import VerifyConfig
 from musacoder.feedback import render_feedback
 from musacoder.judge.compare import compare_outputs
-from musacoder.judge.inputs import make_init_inputs, make_inputs, seed_for, to_device
+from musacoder.judge.inputs import make_init_inputs, make_inputs, seed_for, seeded, to_device
 from musacoder.judge.sandbox import Sandbox, WorkerDied, WorkerTimeout
 from musacoder.legality.runtime import VENDOR_KERNEL, python_compute_violations
 from musacoder.legality.static import check_static
@@ -194,8 +194,8 @@ class _Run:
         # Reference model and weights, made here from a secret seed.
         init_seed = seed_for(self.master, 0)
         init_inputs = make_init_inputs(module, init_seed)
-        torch.manual_seed(init_seed)
-        ref_model = module.Model(*init_inputs).to(device)
+        with seeded(init_seed):
+            ref_model = module.Model(*init_inputs).to(device)
         state = {k: t.detach().cpu() for k, t in ref_model.state_dict().items()}
         self._state, self._init_inputs, self._init_seed = state, init_inputs, init_seed
         init = sb.request({"op": "init", "init_inputs": init_inputs, "state_dict": state, "seed": init_seed,
