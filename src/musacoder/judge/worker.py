@@ -47,8 +47,9 @@ class Worker:
         (uninitialised reads that happen to hold an earlier answer) is NaN rather than a plausible value."""
         torch = self.torch
         n = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)) // 4
+        n = min(2 * n, 1 << 28)  # at most 1 GiB
         if n:
-            torch.full((2 * n,), float("nan"), dtype=torch.float32, device=self.device)
+            torch.full((n,), float("nan"), dtype=torch.float32, device=self.device)
             self.sync()
 
     def global_state(self) -> dict:
