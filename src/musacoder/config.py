@@ -46,4 +46,5 @@ class VerifyConfig(BaseModel):
     seed: int | None = Field(None, description="Master seed for inputs; default a fresh secret from os.urandom.")
     cache_dir: Path = Field(default_factory=default_cache_dir, description="Content-addressed build cache.")
     memory_limit_gb: float | None = Field(None, description="Address-space limit for the candidate worker (RLIMIT_AS); None = no limit (CUDA needs a large VA space).")
+    isolate_network: bool = Field(True, description="Run the candidate worker in its own network namespace (`unshare --net`) where permitted.")
     keep_workdir: bool = Field(False, description="Keep the candidate's throw-away working directory (debugging).")

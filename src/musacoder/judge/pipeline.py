@@ -148,7 +148,8 @@ class _Run:
         if backend == "triton" and device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         module = load_module(self.task)  # trusted reference
-        with Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb) as sb:
+        with Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb,
+                     isolate_network=cfg.isolate_network) as sb:
             try:
                 return self._in_sandbox(sb, module, cand.code, backend, device)
             except WorkerTimeout as e:

@@ -2,12 +2,14 @@
 
 Each attempt gets a fresh worker: its own process group (killed whole afterwards), a throw-away working directory that
 is also its HOME and TMPDIR, an environment scrubbed of everything but toolchain variables (no API keys), no core
-dumps, a file-size limit, and a wall-clock deadline on every request. A crash, a hang or a poisoned CUDA context ends
+dumps, a file-size limit, a network namespace of its own where `unshare` permits (no network at all, not even
+loopback), and a wall-clock deadline on every request. A crash, a hang or a poisoned CUDA context ends
 only this worker; the caller turns it into a clean status.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import select
 import shutil
@@ -22,6 +24,21 @@ from musacoder.judge import protocol
 
 ENV_KEEP_PREFIXES = ("CUDA", "NVIDIA", "TORCH", "TRITON", "LD_LIBRARY_PATH", "PATH", "CC", "CXX", "MAX_JOBS", "OMP_",
                      "MKL_", "OPENBLAS_", "PYTHONPATH", "LANG", "LC_", "MUSACODER_", "NCCL_NVLS_ENABLE", "HIP", "ROCM")
+
+
+@functools.lru_cache(maxsize=None)
+def isolation_prefix() -> tuple[str, ...]:
+    """Command prefix that starts the worker in a network namespace of its own (`unshare --net`, as root or through
+    an unprivileged user namespace); empty where neither is permitted."""
+    exe = shutil.which("unshare")
+    if exe:
+        for flags in (("--net",), ("--map-root-user", "--net")):
+            try:
+                if subprocess.run([exe, *flags, "true"], capture_output=True, timeout=10).returncode == 0:
+                    return (exe, *flags, "--")
+            except (OSError, subprocess.SubprocessError):
+                pass
+    return ()
 
 
 class WorkerTimeout(Exception):
@@ -50,7 +67,8 @@ class Sandbox:
     """Context manager around one worker process."""
 
     def __init__(self, cache_dir: Path, env: dict[str, str] | None = None, keep_workdir: bool = False,
-                 memory_limit_gb: float | None = None):
+                 memory_limit_gb: float | None = None, isolate_network: bool = True):
+        self.isolate_network = isolate_network
         self.cache_dir = Path(cache_dir)
         self.keep = keep_workdir
         self.extra_env = dict(env or {})
@@ -66,8 +84,9 @@ class Sandbox:
         c2p_r, c2p_w = os.pipe()
         log = open(self.log_path, "wb")
         try:
+            prefix = list(isolation_prefix()) if self.isolate_network else []
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "musacoder.judge.worker", str(p2c_r), str(c2p_w)],
+                prefix + [sys.executable, "-m", "musacoder.judge.worker", str(p2c_r), str(c2p_w)],
                 cwd=self.workdir, env=_worker_env(self.workdir, self.cache_dir, self.extra_env),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(p2c_r, c2p_w), start_new_session=True,
             )
