@@ -26,6 +26,11 @@ class VerifyConfig(BaseModel):
         default_factory=lambda: {"float32": 1e-2, "float64": 1e-2, "float16": 5e-2, "bfloat16": 5e-2},
         description="Bound on ||out-ref||/||ref|| per output dtype, checked next to allclose.",
     )
+    extra_shapes: list[dict[str, int | float | bool | str]] = Field(
+        default_factory=list,
+        description="Extra size overrides (e.g. [{'batch_size': 3}]): a correct candidate is re-run at each in a fresh "
+        "worker (2 trials); a candidate that hard-codes shapes fails as `incorrect`.",
+    )
     timeout_s: float = Field(180.0, gt=0, description="Wall-clock limit for running one candidate (after build).")
     build_timeout_s: float = Field(900.0, gt=0, description="Wall-clock limit for building one candidate.")
     time_candidate: bool = Field(True, description="Run the timing stage for correct, legal candidates.")

@@ -106,3 +106,15 @@ def test_zeros_fail_tiny_output_task_but_real_softmax_passes():
     good = verify(SOFTMAX, (CANDS / "legit_softmax.py").read_text(), backend="cpu",
                   config=CFG.model_copy(update={"time_candidate": False}), overrides={"batch_size": 4})
     assert good.status == "ok", _text(good)
+
+
+@pytest.mark.slow
+def test_hardcoded_shape_caught_by_extra_shapes():
+    code = (CANDS / "hardcoded_batch.py").read_text()
+    plain = verify(RELU, code, backend="cpu", config=CFG.model_copy(update={"time_candidate": False}))
+    assert plain.status == "ok"  # at the task's own size the hack passes ...
+    cfg = CFG.model_copy(update={"time_candidate": False, "extra_shapes": [{"batch_size": 96}]})
+    v = verify(RELU, code, backend="cpu", config=cfg)
+    assert v.status == "incorrect" and "at extra shape" in _text(v), _text(v)  # ... but not at another
+    good = verify(RELU, (CANDS / "legit_relu.py").read_text(), backend="cpu", config=cfg)
+    assert good.status == "ok", _text(good)

@@ -83,6 +83,8 @@ def register(app: typer.Typer) -> None:
         baseline: str = typer.Option("eager", "--baseline", help="Speedup in the reward against eager or compile."),
         allow_vendor_libs: bool = typer.Option(False, "--allow-vendor-libs", help="Allow cuBLAS/cuDNN (strict: forbidden)."),
         timeout: float = typer.Option(180.0, "--timeout", help="Run time limit in seconds."),
+        extra_shapes: list[str] = typer.Option([], "--extra-shape",
+                                               help="Also check at these sizes, e.g. 'batch_size=3,dim=77' (repeatable)."),
     ):
         """Verify one candidate against one task; exit 0 whenever a verdict was reached."""
         from musacoder.config import VerifyConfig
@@ -98,7 +100,8 @@ def register(app: typer.Typer) -> None:
             _fail(f"candidate file not found: {candidate}")
         try:
             cfg = VerifyConfig(trials=trials, time_candidate=not no_timing, baseline=baseline,
-                               allow_vendor_libs=allow_vendor_libs, timeout_s=timeout)
+                               allow_vendor_libs=allow_vendor_libs, timeout_s=timeout,
+                               extra_shapes=[_parse_sets(x.split(",")) for x in extra_shapes])
             v = verify(task, candidate.read_text(), backend=backend, overrides=_parse_sets(sets), config=cfg)
         except TaskError as e:
             _fail(str(e))

@@ -151,6 +151,7 @@ class _Run:
         with Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb,
                      isolate_network=cfg.isolate_network) as sb:
             try:
+                self.code = cand.code
                 return self._in_sandbox(sb, module, cand.code, backend, device)
             except WorkerTimeout as e:
                 v.error = f"{e} (limit: build {cfg.build_timeout_s:.0f} s, run {cfg.timeout_s:.0f} s)"
@@ -189,32 +190,29 @@ class _Run:
             self.device = dev
             return self._run_stages(sb, module, dev)
 
-    def _run_stages(self, sb: Sandbox, module, device: str) -> Verdict:
+    def _correctness(self, sb: Sandbox, module, device: str, n_trials: int, label: int):
+        """Reference weights and `n_trials` profiled trials in `sb`. Returns (ref_model, trials, illegal, launches,
+        notes), or a Verdict when the candidate failed to run."""
         v, cfg = self.v, self.cfg
-
-        # Reference model and weights, made here from a secret seed.
-        init_seed = seed_for(self.master, 0)
+        init_seed = seed_for(self.master, 0, label)
         init_inputs = make_init_inputs(module, init_seed)
         with seeded(init_seed):
             ref_model = module.Model(*init_inputs).to(device)
         state = {k: t.detach().cpu() for k, t in ref_model.state_dict().items()}
-        self._state, self._init_inputs, self._init_seed = state, init_inputs, init_seed
+        if label == 0:
+            self._state, self._init_inputs, self._init_seed = state, init_inputs, init_seed
         init = sb.request({"op": "init", "init_inputs": init_inputs, "state_dict": state, "seed": init_seed,
-                           "device": device},
-                          cfg.timeout_s)
+                           "device": device}, cfg.timeout_s)
         if not init["ok"]:
             v.stages["correctness"] = "error"
             v.error = init.get("error")
             return self.finish("runtime_error")
-        notes = init.get("notes", [])
-
-        # Correctness trials (every call profiled: runtime legality comes from the same calls).
         illegal: list[str] = []
         launches = 0
         trials: list[TrialResult] = []
         deadline = time.monotonic() + cfg.timeout_s
-        for i in range(cfg.trials):
-            seed = seed_for(self.master, 1, i)
+        for i in range(n_trials):
+            seed = seed_for(self.master, 1 + label, i)
             perturbed, ref_out = self._reference_case(module, ref_model, seed,
                                                       perturb=cfg.perturb_inputs and i % 2 == 1, device=device)
             reply = sb.request({"op": "trial", "seed": seed, "perturb": perturbed, "profile": True},
@@ -227,8 +225,16 @@ class _Run:
             illegal += self._runtime_violations(rep, i)
             launches += rep.get("launches", 0)
             trials.append(self._judge_trial(i, ref_out, reply["outputs"], rep))
-            if i == 0:
+            if i == 0 and label == 0:
                 v.flags += task_audit(ref_out)
+        return ref_model, trials, illegal, launches, init.get("notes", [])
+
+    def _run_stages(self, sb: Sandbox, module, device: str) -> Verdict:
+        v, cfg = self.v, self.cfg
+        got = self._correctness(sb, module, device, cfg.trials, 0)
+        if isinstance(got, Verdict):
+            return got
+        ref_model, trials, illegal, launches, notes = got
         v.trials = trials
         passed = sum(t.passed for t in trials)
         v.pass_fraction = passed / len(trials)
@@ -247,11 +253,55 @@ class _Run:
             if notes:
                 v.flags += [f"state dict: {n}" for n in notes[:5]]
             return self.finish("incorrect")
+        extra = self._extra_shapes(device)
+        if extra is not None:
+            return extra
 
         if not cfg.time_candidate:
             v.stages["timing"] = "skipped"
             return self.finish("ok")
         return self._timing_stage(sb, module, ref_model, device)
+
+    def _extra_shapes(self, device: str) -> Verdict | None:
+        """Re-run the candidate at each of `cfg.extra_shapes` (size overrides) in a fresh worker, 2 trials each; a
+        candidate that hard-codes its shapes fails here. None when every extra shape passes."""
+        v, cfg = self.v, self.cfg
+        for k, shape in enumerate(cfg.extra_shapes, start=1):
+            task = _as_task(self.task, shape)
+            module = load_module(task)
+            env = {"TRITON_INTERPRET": "1"} if v.backend == "triton" and device == "cpu" else {}
+            if v.backend == "cuda":
+                from musacoder.build.cache import toolchain_env
+
+                env = toolchain_env(device)
+            with Sandbox(cfg.cache_dir, env=env, memory_limit_gb=cfg.memory_limit_gb,
+                         isolate_network=cfg.isolate_network) as sb:
+                load = sb.request({"op": "load", "code": self.code, "backend": v.backend, "device": device,
+                                   "cache_dir": str(cfg.cache_dir), "task_source": _source_with_overrides(task)},
+                                  cfg.build_timeout_s)
+                if not load["ok"]:
+                    v.error = f"at extra shape {shape}: " + str(load.get("error") or load.get("log", ""))[-1500:]
+                    return self.finish("runtime_error" if load["kind"] != "compile_error" else "compile_error")
+                got = self._correctness(sb, module, device, 2, 100 * k)
+                if isinstance(got, Verdict):
+                    v.error = f"at extra shape {shape}: {v.error}"
+                    return got
+                _, trials, illegal, launches, _ = got
+            if illegal or launches == 0:
+                v.violations = list(dict.fromkeys(illegal or ["no kernel of the candidate ran"]))
+                v.legal = False
+                v.stages["runtime_legality"] = "failed"
+                return self.finish("illegal")
+            failed = [t for t in trials if not t.passed]
+            if failed:
+                for t in failed:
+                    t.message = f"at extra shape {shape}: {t.message}"
+                v.trials += trials
+                v.correct = False
+                v.pass_fraction = sum(t.passed for t in v.trials) / len(v.trials)
+                v.stages["correctness"] = "failed"
+                return self.finish("incorrect")
+        return None
 
     def _reference_case(self, module, ref_model, seed: int, perturb: bool, device: str):
         """Reference output for the inputs made from `seed` (the worker makes the same inputs from the same seed);
