@@ -3,7 +3,11 @@
 #   STEPS="tests throughput"  bash benchmarks/h200_run.sh     # call 1
 #   STEPS="baseline bench rl" bash benchmarks/h200_run.sh     # call 2
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
-# (carry both). Logs and JSON go to $OUT; the last lines printed are short tables.
+# (carry both). Logs and JSON go to $OUT; the last lines printed are short tables. Preparing them here, once:
+#   echo /.kb/ >> .git/info/exclude; echo /.whl/ >> .git/info/exclude
+#   mkdir -p .kb && cp -r ../shared/kernelbench/level1 ../shared/kernelbench/level2 .kb/
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_17_x86_64 -d .whl pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 STEPS=${STEPS:-"tests throughput baseline"}  # also: bench rl fidelity
