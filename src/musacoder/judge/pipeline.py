@@ -142,16 +142,10 @@ class _Run:
         self.static = static
 
         device = cfg.device or ("cuda" if backend == "cuda" or (backend == "triton" and cuda_available()) else "cpu")
-        from musacoder.build.cache import toolchain_env
-
-        env = toolchain_env(device) if backend == "cuda" else {}
-        if backend == "triton" and device == "cpu":
-            env["TRITON_INTERPRET"] = "1"
         module = load_module(self.task)  # trusted reference
-        with Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb,
-                     isolate_network=cfg.isolate_network) as sb:
+        self.code = cand.code
+        with self._sandbox(backend, device) as sb:
             try:
-                self.code = cand.code
                 return self._in_sandbox(sb, module, cand.code, backend, device)
             except WorkerTimeout as e:
                 v.error = f"{e} (limit: build {cfg.build_timeout_s:.0f} s, run {cfg.timeout_s:.0f} s)"
@@ -160,11 +154,20 @@ class _Run:
                 v.error = f"worker died (exit {e.returncode}); last output:\n{e.log_tail[-1500:]}"
                 return self.finish("crashed")
 
+    def _sandbox(self, backend: str, device: str) -> Sandbox:
+        """A fresh candidate worker with the toolchain variables the backend needs."""
+        from musacoder.build.cache import toolchain_env
+
+        cfg = self.cfg
+        env = toolchain_env(device) if backend == "cuda" else {}
+        if backend == "triton" and device == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+        return Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb,
+                       isolate_network=cfg.isolate_network)
+
     def _in_sandbox(self, sb: Sandbox, module, code: str, backend: str, device: str) -> Verdict:
         v, cfg = self.v, self.cfg
-        source = _source_with_overrides(self.task)
-        load = sb.request({"op": "load", "code": code, "backend": backend, "device": device,
-                           "cache_dir": str(cfg.cache_dir), "task_source": source}, cfg.build_timeout_s)
+        load = sb.request(_load_request(code, backend, device, cfg, self.task), cfg.build_timeout_s)
         builds = load.get("builds") or []
         v.build_s = load.get("seconds", sum(b.get("seconds", 0.0) for b in builds))
         v.build_cached = bool(builds) and all(b.get("cached") for b in builds)
@@ -269,16 +272,8 @@ class _Run:
         for k, shape in enumerate(cfg.extra_shapes, start=1):
             task = _as_task(self.task, shape)
             module = load_module(task)
-            env = {"TRITON_INTERPRET": "1"} if v.backend == "triton" and device == "cpu" else {}
-            if v.backend == "cuda":
-                from musacoder.build.cache import toolchain_env
-
-                env = toolchain_env(device)
-            with Sandbox(cfg.cache_dir, env=env, memory_limit_gb=cfg.memory_limit_gb,
-                         isolate_network=cfg.isolate_network) as sb:
-                load = sb.request({"op": "load", "code": self.code, "backend": v.backend, "device": device,
-                                   "cache_dir": str(cfg.cache_dir), "task_source": _source_with_overrides(task)},
-                                  cfg.build_timeout_s)
+            with self._sandbox(v.backend, device) as sb:
+                load = sb.request(_load_request(self.code, v.backend, device, cfg, task), cfg.build_timeout_s)
                 if not load["ok"]:
                     v.error = f"at extra shape {shape}: " + str(load.get("error") or load.get("log", ""))[-1500:]
                     return self.finish("runtime_error" if load["kind"] != "compile_error" else "compile_error")
@@ -444,8 +439,7 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
         except (ValueError, KeyError):
             pass
     with Sandbox(cfg.cache_dir, keep_workdir=False) as sb:
-        ok = sb.request({"op": "load", "code": None, "backend": "cpu", "device": device,
-                         "cache_dir": str(cfg.cache_dir), "task_source": source}, cfg.timeout_s)
+        ok = sb.request(_load_request(None, "cpu", device, cfg, task), cfg.timeout_s)
         if ok.get("ok"):
             ok = sb.request({"op": "init", "init_inputs": init_inputs, "state_dict": state, "seed": seed,
                              "device": device}, cfg.timeout_s)
@@ -493,6 +487,12 @@ def _to_cpu(obj):
     from musacoder.judge.inputs import to_cpu
 
     return to_cpu(obj)
+
+
+def _load_request(code: str | None, backend: str, device: str, cfg: VerifyConfig, task: Task) -> dict:
+    """The worker's `load` request: the candidate's code (None for a reference-only worker) and the task source."""
+    return {"op": "load", "code": code, "backend": backend, "device": device, "cache_dir": str(cfg.cache_dir),
+            "task_source": _source_with_overrides(task)}
 
 
 def _source_with_overrides(task: Task) -> str:
