@@ -271,31 +271,7 @@ class Worker:
                         dst.copy_(src)
             return cur
 
-        cuda = self.device.startswith("cuda")
-        if cuda:
-            Event = _cuda_event_class(torch)
-            flush = torch.empty(msg.get("l2_flush_bytes", 256 << 20), dtype=torch.uint8, device=self.device)
-
-        def timed(fn, args):
-            """Host clock around a synchronised call on the CPU; on CUDA, events with the whole device
-            synchronised inside the timed region (so work left on any stream counts) after an L2 flush."""
-            if cuda:
-                flush.zero_()
-                self.sync()
-                start, end = Event(enable_timing=True), Event(enable_timing=True)
-                start.record()
-                with torch.no_grad():
-                    out = fn(*args)
-                torch.cuda.synchronize()
-                end.record()
-                end.synchronize()
-                return start.elapsed_time(end), out
-            self.sync()
-            t0 = _perf_ns()
-            with torch.no_grad():
-                out = fn(*args)
-            self.sync()
-            return (_perf_ns() - t0) / 1e6, out
+        timed = self._timer(msg.get("l2_flush_bytes", 256 << 20))
 
         r = 0
         final_round = None
@@ -330,6 +306,39 @@ class Worker:
         return {"ok": True, "candidate_ms": cand_ms, "reference_ms": ref_ms, "audits": audit_out,
                 "final_round": final_round}
 
+    def _timer(self, l2_flush_bytes: int):
+        """The one timing primitive, for the candidate and both baselines: `timed(fn, args) -> (ms, out)`.
+
+        Host clock around a synchronised call on the CPU; on CUDA, events with the whole device synchronised inside
+        the timed region (so work left on any stream counts) after an L2 flush."""
+        torch = self.torch
+        if not self.device.startswith("cuda"):
+            def timed_cpu(fn, args):
+                self.sync()
+                t0 = _perf_ns()
+                with torch.no_grad():
+                    out = fn(*args)
+                self.sync()
+                return (_perf_ns() - t0) / 1e6, out
+
+            return timed_cpu
+        Event = _cuda_event_class(torch)
+        flush = torch.empty(l2_flush_bytes, dtype=torch.uint8, device=self.device)
+
+        def timed_cuda(fn, args):
+            flush.zero_()
+            self.sync()
+            start, end = Event(enable_timing=True), Event(enable_timing=True)
+            start.record()
+            with torch.no_grad():
+                out = fn(*args)
+            torch.cuda.synchronize()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end), out
+
+        return timed_cuda
+
     def op_time_compile(self, msg):
         """Time a torch.compile'd reference on rotating inputs (the `torch.compile` baseline)."""
         torch = self.torch
@@ -339,15 +348,11 @@ class Worker:
         times = []
         sets = [to_device(make_inputs(self.task_module, seed_for(msg["master_seed"], 7_000_000 + i)), self.device)
                 for i in range(msg["input_sets"])]
+        timed = self._timer(msg.get("l2_flush_bytes", 256 << 20))
         for r in range(msg["warmup"] + msg["repeats"]):
-            args = sets[r % len(sets)]
-            self.sync()
-            t0 = _perf_ns()
-            with torch.no_grad():
-                compiled(*args)
-            self.sync()
+            ms, _ = timed(compiled, sets[r % len(sets)])
             if r >= msg["warmup"]:
-                times.append((_perf_ns() - t0) / 1e6)
+                times.append(ms)
         return {"ok": True, "compile_ms": times}
 
 
