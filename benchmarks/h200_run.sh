@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # H200 runs for the GPU issues, in steps that fit 10-minute device calls:
-#   STEPS="tests throughput"  bash benchmarks/h200_run.sh     # call 1
-#   STEPS="baseline bench rl" bash benchmarks/h200_run.sh     # call 2
+#   STEPS="throughput baseline bench" bash benchmarks/h200_run.sh     # call 1
+#   STEPS="tests rl fidelity" bash benchmarks/h200_run.sh             # call 2
+# Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
 # (carry both). Logs and JSON go to $OUT; the last lines printed are short tables. Preparing them here, once:
 #   echo /.kb/ >> .git/info/exclude; echo /.whl/ >> .git/info/exclude
@@ -32,13 +33,15 @@ PY
 fi
 if has throughput; then  # cold then warm cache, fast builds
   timeout ${T_THR:-420} python3 benchmarks/throughput.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
-    --workers ${WORKERS:-12} --limit ${LIMIT:-0} --max-input-mb 256 --json "$OUT/throughput.json" > "$OUT/throughput.log" 2>&1
-  tail -6 "$OUT/throughput.log"
+    --workers ${WORKERS:-12} --limit ${LIMIT:-0} --max-input-mb ${MAXMB:-64} --cache "$MUSACODER_CACHE_DIR" \
+    --json "$OUT/throughput.json" > "$OUT/throughput.log" 2>&1
+  grep -E "^   (cold|warm):" "$OUT/throughput.log"; tail -4 "$OUT/throughput.log"
 fi
 if has baseline; then  # sequential in-process load_inline + time, cold builds, the same first candidates
-  timeout ${T_BASE:-300} python3 benchmarks/kernelbench_style_baseline.py --kernelbench-dir "$KB" \
-    --candidates benchmarks/candidates/cuda --limit ${BASE_LIMIT:-4} --set batch_size=16 --json "$OUT/baseline.json" \
-    > "$OUT/baseline.log" 2>&1
+  same=$(python3 benchmarks/throughput.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
+    --limit ${BASE_LIMIT:-3} --max-input-mb ${MAXMB:-64} --print-overrides)  # same candidates, same sizes
+  eval timeout ${T_BASE:-300} python3 benchmarks/kernelbench_style_baseline.py --kernelbench-dir "$KB" \
+    --candidates benchmarks/candidates/cuda $same --json "$OUT/baseline.json" > "$OUT/baseline.log" 2>&1
   tail -8 "$OUT/baseline.log"
 fi
 if has bench; then  # musacoder bench on KernelBench level 1 with the CUDA candidates as a dir: model

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -73,11 +74,18 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--max-input-mb", type=float, default=256)
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--cache", type=Path, default=None, help="build cache (default: a fresh temporary folder = cold)")
+    ap.add_argument("--cache", type=Path, default=None, help="build cache (default: a fresh temporary folder = cold); "
+                    "the cold phase is cold only for candidates not already in it (its table counts cached builds)")
+    ap.add_argument("--print-overrides", action="store_true", help="print --only and --set SCOPE:NAME=VALUE arguments "
+                    "that make kernelbench_style_baseline.py run the same (first --limit) candidates at the same sizes, and exit")
     a = ap.parse_args()
     items = [(i, t, c, shrink_overrides(t, int(a.max_input_mb * 2**20))) for i, t, c in pairs(a.kernelbench_dir, a.candidates)]
     if a.limit:
         items = items[: a.limit]
+    if a.print_overrides:
+        print(" ".join([f"--only '{','.join(i + '*' for i, _, _, _ in items)}'"] +
+                       [f"--set '{i}*:{k}={v}'" for i, _, _, o in items for k, v in o.items()]))
+        return
     cache = a.cache or Path(tempfile.mkdtemp(prefix="mc-bench-cache-"))
     res = {}
     for phase in ("cold", "warm"):
@@ -87,15 +95,24 @@ def main() -> None:
         statuses: dict = {}
         for v in verdicts.values():
             statuses[v.status] = statuses.get(v.status, 0) + 1
+        stages: dict = {}
+        for v in verdicts.values():
+            for k, x in v.stage_s.items():
+                stages[k] = stages.get(k, 0.0) + x / len(verdicts)
         res[phase] = {"seconds": secs, "verdicts_per_min": 60 * len(verdicts) / secs, "statuses": statuses,
-                      "build_median_s": statistics.median(builds), "build_p90_s": builds[int(0.9 * (len(builds) - 1))],
-                      "verdicts": {k: v.model_dump(mode="json", include={"status", "speedup", "build_s", "wall_s", "error", "violations"}) for k, v in verdicts.items()}}
-    print("\n| phase | candidates | seconds | verdicts/min | build median s | build p90 s | statuses |")
-    print("|---|---|---|---|---|---|---|")
+                      "build_median_s": statistics.median(builds), "build_p90_s": builds[max(0, math.ceil(0.9 * len(builds)) - 1)],
+                      "cached_builds": sum(bool(v.build_cached) for v in verdicts.values()),
+                      "mean_stage_s": {k: round(x, 3) for k, x in sorted(stages.items())},
+                      "verdicts": {k: v.model_dump(mode="json", include={"status", "speedup", "build_s", "build_cached", "wall_s", "error", "violations", "stage_s"}) for k, v in verdicts.items()}}
+        print(f"   {phase}: {res[phase]['verdicts_per_min']:.1f} verdicts/min; mean seconds per stage {res[phase]['mean_stage_s']}")
+        if a.json:  # written after each phase, so a cut run keeps what it measured
+            a.json.write_text(json.dumps({"workers": a.workers, "max_input_mb": a.max_input_mb,
+                                          "overrides": {i: o for i, _, _, o in items}, **res}, indent=1))
+    print("\n| phase | candidates | cached builds | seconds | verdicts/min | build median s | build p90 s | statuses |")
+    print("|---|---|---|---|---|---|---|---|")
     for phase, r in res.items():
-        print(f"| {phase} | {len(items)} | {r['seconds']:.1f} | {r['verdicts_per_min']:.1f} | {r['build_median_s']:.1f} | {r['build_p90_s']:.1f} | {r['statuses']} |")
-    if a.json:
-        a.json.write_text(json.dumps({"workers": a.workers, "overrides": {i: o for i, _, _, o in items}, **res}, indent=1))
+        print(f"| {phase} | {len(items)} | {r['cached_builds']} | {r['seconds']:.1f} | {r['verdicts_per_min']:.1f} | "
+              f"{r['build_median_s']:.1f} | {r['build_p90_s']:.1f} | {r['statuses']} |")
     if a.cache is None:
         shutil.rmtree(cache, ignore_errors=True)
 

@@ -40,7 +40,8 @@ class VerifyConfig(BaseModel):
     target_sem: float = Field(0.01, gt=0, description="Stop repeating once the standard error of the mean is below this fraction of the mean.")
     time_budget_s: float = Field(10.0, gt=0, description="Time budget for the adaptive timing loop per side.")
     input_sets: int = Field(4, ge=1, description="Distinct input sets rotated through while timing.")
-    rechecks: int = Field(2, ge=0, description="Timed iterations, chosen secretly, whose outputs are re-checked against the reference.")
+    rechecks: int = Field(2, ge=0, description="Secretly chosen timing rounds re-checked against the reference: this many "
+                          "run under the profiler (ops and kernels checked too), and this many more are ordinary timed rounds whose output is kept.")
     baseline: Literal["eager", "compile"] = Field("eager", description="Speedup in the reward is measured against this baseline.")
     time_compile_baseline: bool = Field(False, description="Also time a torch.compile baseline (slow on CPU).")
     outlier_speedup: float = Field(10.0, gt=1, description="Speedups above this are re-timed and flagged.")

@@ -117,6 +117,8 @@ class Verdict(BaseModel):
     candidate_device_ms: float | None = None  # GPU kernel time the profiler saw per audited call (timing cross-check)
     build_s: float | None = None  # seconds spent importing the candidate (its builds, or cache hits)
     build_cached: bool | None = None  # every extension came from the build cache
+    # Seconds per stage: build, correctness, timing, and the waits for a device slot (correctness_wait, timing_wait).
+    stage_s: dict[str, float] = Field(default_factory=dict)
 
 
 class VerifyRequest(BaseModel):

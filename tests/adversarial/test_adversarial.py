@@ -32,8 +32,10 @@ CASES = [
     ("tensor_subclass_output", RELU, "incorrect", "tensor subclass"),
     ("tensor_subclass_defined", RELU, "illegal", "subclassing torch.Tensor"),
     ("input_mutation", RELU, "incorrect", "modified in place"),
-    ("output_cache_by_pointer", RELU, "incorrect", ("stale or cached", "elements outside")),  # caught while timing or, when
-    # the allocator reuses an address between trials, already in correctness
+    # caught while timing (no kernel ran in a timed round) or, when the allocator reuses an address between trials,
+    # already in correctness
+    ("output_cache_by_pointer", RELU, ("illegal", "incorrect"), ("did not run in", "stale or cached", "elements outside")),
+    ("output_cache_with_token_launch", RELU, "incorrect", ("stale or cached", "elements outside")),
     ("crash", RELU, "crashed", "worker died"),
     ("hang", RELU, "timeout", "no reply"),
     ("file_written_outside_workdir", RELU, "illegal", "'open'"),
@@ -62,10 +64,10 @@ def _text(v) -> str:
 def test_hack_is_rejected(name, task, status, phrase):
     small = {"batch_size": 1, "dim": 256} if task == RELU else None  # keeps the Python-loop hack quick
     v = verify(task, (CANDS / f"{name}.py").read_text(), backend="cpu", config=CFG, overrides=small)
-    assert v.status == status, _text(v)
+    assert v.status in (status if isinstance(status, tuple) else (status,)), _text(v)
     phrases = phrase if isinstance(phrase, tuple) else (phrase,)
     assert any(p in _text(v) for p in phrases), _text(v)
-    assert v.reward == -1.0 or (status == "incorrect" and v.reward < 0)
+    assert v.reward == -1.0 or (v.status == "incorrect" and v.reward < 0)
     assert v.speedup is None
 
 

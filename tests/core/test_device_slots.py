@@ -55,3 +55,67 @@ def test_cpu_is_one_slot():
         assert got == []
     t.join(timeout=2)
     assert got == ["cpu"]
+
+
+def test_shared_holders_overlap_and_timing_has_the_device_alone():
+    slots = DeviceSlots(cuda_count=1, max_shared=3)
+    lock = threading.Lock()
+    state = {"shared": 0, "exclusive": 0, "max_shared": 0}
+    clashes = []
+
+    def job(exclusive: bool):
+        with slots.hold("cuda:0", exclusive=exclusive):
+            with lock:
+                key = "exclusive" if exclusive else "shared"
+                state[key] += 1
+                state["max_shared"] = max(state["max_shared"], state["shared"])
+                if state["exclusive"] > 1 or (state["exclusive"] and state["shared"]):
+                    clashes.append(dict(state))
+            time.sleep(0.03)
+            with lock:
+                state[key] -= 1
+
+    threads = [threading.Thread(target=job, args=(i % 3 == 0,)) for i in range(18)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert clashes == []
+    assert 1 < state["max_shared"] <= 3
+
+
+def test_waiting_timing_blocks_new_shared_holders():
+    slots = DeviceSlots(cuda_count=1)
+    order = []
+    first = slots.hold("cuda:0", exclusive=False)
+    first.__enter__()
+
+    def timing():
+        with slots.hold("cuda:0", exclusive=True):
+            order.append("timing")
+
+    def late_shared():
+        with slots.hold("cuda:0", exclusive=False):
+            order.append("late shared")
+
+    t1 = threading.Thread(target=timing)
+    t1.start()
+    time.sleep(0.05)
+    t2 = threading.Thread(target=late_shared)
+    t2.start()
+    time.sleep(0.05)
+    assert order == []  # timing waits for the first holder; the late shared holder waits behind timing
+    first.__exit__(None, None, None)
+    t1.join(timeout=2)
+    t2.join(timeout=2)
+    assert order == ["timing", "late shared"]
+
+
+def test_assign_spreads_verifications_over_gpus():
+    slots = DeviceSlots(cuda_count=2)
+    with slots.assign("cuda") as a, slots.assign("cuda") as b, slots.assign("cuda") as c:
+        assert {a, b} == {"cuda:0", "cuda:1"} and c in {"cuda:0", "cuda:1"}
+    with slots.assign("cuda:1") as d:
+        assert d == "cuda:1"
+    with slots.assign("cpu") as e:
+        assert e == "cpu"

@@ -19,26 +19,31 @@ _RNG_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
-def seeded(seed: int):
-    """Run a block on torch's default generator seeded with `seed`, restoring its state afterwards (thread-safe)."""
+def seeded(seed: int, device: str | torch.device = "cpu"):
+    """Run a block on torch's default generators seeded with `seed` (the CPU's, and `device`'s when it is a GPU),
+    restoring their states afterwards (thread-safe)."""
+    dev = torch.device(device)
     with _RNG_LOCK:
-        state = torch.random.get_rng_state()
-        try:
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else [], device_type="cuda"):
             torch.manual_seed(seed)
             yield
-        finally:
-            torch.random.set_rng_state(state)
 
 
-def make_inputs(module, seed: int, perturb: bool = False) -> list:
-    with seeded(seed):
+def make_inputs(module, seed: int, perturb: bool = False, device: str | torch.device = "cpu") -> list:
+    """The task's inputs for `seed`, created on `device` (`get_inputs()` runs under it as the default device, so a GPU
+    draws them with its own generator: fast, and the same in every process on that kind of GPU)."""
+    dev = torch.device(device)
+    with seeded(seed, dev), dev:
         inputs = list(module.get_inputs())
         if perturb:
-            g = torch.Generator().manual_seed(seed ^ 0x5DEECE66D)
+            gens: dict = {}
             out = []
             for x in inputs:
                 if isinstance(x, torch.Tensor) and x.is_floating_point():
-                    z = torch.randn(x.shape, generator=g, dtype=torch.float32).to(x.dtype)
+                    g = gens.get(x.device)
+                    if g is None:
+                        g = gens[x.device] = torch.Generator(device=x.device).manual_seed(seed ^ 0x5DEECE66D)
+                    z = torch.randn(x.shape, generator=g, dtype=torch.float32, device=x.device).to(x.dtype)
                     x = x * torch.exp(0.5 * z)
                 out.append(x)
             inputs = out

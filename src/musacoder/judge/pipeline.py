@@ -30,14 +30,23 @@ from musacoder.tasks import load_module, load_task
 
 
 class DeviceSlots:
-    """Exclusive use of a device for the run stages (correctness, timing): builds of other candidates overlap, but no
-    two verifications run on one device at once. `cuda` takes whichever visible GPU is free (one long-lived slot per
-    GPU), `cuda:N` waits for that GPU, `cpu` is one slot. `cuda_count` fixes the number of GPUs (tests)."""
+    """The run pool's scheduler: which verification may use which device, and how.
 
-    def __init__(self, cuda_count: int | None = None):
+    Each device is a readers-writer slot. Correctness trials hold it *shared* (at most `max_shared` verifications at
+    once: their speed does not matter, only their outputs), timing holds it *exclusively* (nothing else runs on the
+    device while a candidate or a baseline is timed). A waiting exclusive holder blocks new shared ones, so timing is
+    never starved. `assign` pins a verification to one concrete device (the least loaded) before its worker starts,
+    so the worker can create its CUDA context outside the slot; `cuda` means any visible GPU, `cuda:N` that GPU, `cpu`
+    the host. `cuda_count` fixes the number of GPUs (tests)."""
+
+    def __init__(self, cuda_count: int | None = None, max_shared: int = 4):
         self._cv = threading.Condition()
-        self._busy: set[str] = set()
+        self._shared: dict[str, int] = {}
+        self._exclusive: set[str] = set()
+        self._waiting_exclusive: dict[str, int] = {}
+        self._assigned: dict[str, int] = {}
         self._cuda_count = cuda_count
+        self.max_shared = max_shared
 
     def devices_for(self, device: str) -> list[str]:
         if device == "cuda":
@@ -46,21 +55,55 @@ class DeviceSlots:
         return [device]
 
     @contextlib.contextmanager
-    def hold(self, device: str):
-        choices = self.devices_for(device)
+    def assign(self, device: str):
+        """Pin one verification to the concrete device with the fewest verifications pinned to it."""
         with self._cv:
-            while True:
-                free = [d for d in choices if d not in self._busy]
-                if free:
-                    dev = free[0]
-                    self._busy.add(dev)
-                    break
-                self._cv.wait()
+            dev = min(self.devices_for(device), key=lambda d: self._assigned.get(d, 0))
+            self._assigned[dev] = self._assigned.get(dev, 0) + 1
         try:
             yield dev
         finally:
             with self._cv:
-                self._busy.discard(dev)
+                self._assigned[dev] -= 1
+
+    def _can_take(self, dev: str, exclusive: bool) -> bool:
+        if dev in self._exclusive:
+            return False
+        if exclusive:
+            return self._shared.get(dev, 0) == 0
+        return self._waiting_exclusive.get(dev, 0) == 0 and self._shared.get(dev, 0) < self.max_shared
+
+    @contextlib.contextmanager
+    def hold(self, device: str, exclusive: bool = True):
+        """Hold a device (shared or exclusive); `device` may be a pool name (`cuda`): the first free one is taken."""
+        choices = self.devices_for(device)
+        with self._cv:
+            if exclusive:
+                for d in choices:
+                    self._waiting_exclusive[d] = self._waiting_exclusive.get(d, 0) + 1
+            try:
+                while True:
+                    free = [d for d in choices if self._can_take(d, exclusive)]
+                    if free:
+                        dev = free[0]
+                        break
+                    self._cv.wait()
+            finally:
+                if exclusive:
+                    for d in choices:
+                        self._waiting_exclusive[d] -= 1
+            if exclusive:
+                self._exclusive.add(dev)
+            else:
+                self._shared[dev] = self._shared.get(dev, 0) + 1
+        try:
+            yield dev
+        finally:
+            with self._cv:
+                if exclusive:
+                    self._exclusive.discard(dev)
+                else:
+                    self._shared[dev] -= 1
                 self._cv.notify_all()
 
 
@@ -144,9 +187,10 @@ class _Run:
         device = cfg.device or ("cuda" if backend == "cuda" or (backend == "triton" and cuda_available()) else "cpu")
         module = load_module(self.task)  # trusted reference
         self.code = cand.code
-        with self._sandbox(backend, device) as sb:
+        with DEVICE_SLOTS.assign(device) as dev, self._sandbox(backend, dev) as sb:
+            self.device = dev
             try:
-                return self._in_sandbox(sb, module, cand.code, backend, device)
+                return self._in_sandbox(sb, module, cand.code, backend, dev)
             except WorkerTimeout as e:
                 v.error = f"{e} (limit: build {cfg.build_timeout_s:.0f} s, run {cfg.timeout_s:.0f} s)"
                 return self.finish("timeout")
@@ -167,7 +211,8 @@ class _Run:
 
     def _in_sandbox(self, sb: Sandbox, module, code: str, backend: str, device: str) -> Verdict:
         v, cfg = self.v, self.cfg
-        load = sb.request(_load_request(code, backend, device, cfg, self.task), cfg.build_timeout_s)
+        with self._stage("build"):
+            load = sb.request(_load_request(code, backend, device, cfg, self.task), cfg.build_timeout_s)
         builds = load.get("builds") or []
         v.build_s = load.get("seconds", sum(b.get("seconds", 0.0) for b in builds))
         v.build_cached = bool(builds) and all(b.get("cached") for b in builds)
@@ -189,9 +234,42 @@ class _Run:
             v.error = "compiled; running needs a CUDA GPU and none is visible on this machine"
             v.legal = True
             return self.finish("infra_error")
-        with DEVICE_SLOTS.hold(device) as dev:
-            self.device = dev
-            return self._run_stages(sb, module, dev)
+        return self._run_stages(sb, module, device)
+
+    @contextlib.contextmanager
+    def _stage(self, name: str, slot: str | None = None):
+        """Time a stage into `verdict.stage_s` (and the wait for its device slot into `<name>_wait`); with `slot`
+        ("shared" or "exclusive") the stage holds the verification's device that way."""
+        t0 = time.monotonic()
+        if slot is None:
+            try:
+                yield
+            finally:
+                self.v.stage_s[name] = round(self.v.stage_s.get(name, 0.0) + time.monotonic() - t0, 4)
+            return
+        with DEVICE_SLOTS.hold(self.device, exclusive=slot == "exclusive"):
+            t1 = time.monotonic()
+            self.v.stage_s[f"{name}_wait"] = round(self.v.stage_s.get(f"{name}_wait", 0.0) + t1 - t0, 4)
+            try:
+                yield
+            finally:
+                self.v.stage_s[name] = round(self.v.stage_s.get(name, 0.0) + time.monotonic() - t1, 4)
+
+    def _checked_correctness(self, sb: Sandbox, module, device: str, n_trials: int, label: int):
+        """`_correctness` with the device shared; a run that failed for lack of device memory while other
+        verifications shared the device is repeated with the device to itself (one candidate's allocations must not
+        fail another)."""
+        snapshot = self.v.model_copy(deep=True)
+        with self._stage("correctness", "shared"):
+            got = self._correctness(sb, module, device, n_trials, label)
+        if isinstance(got, Verdict) and device.startswith("cuda") and _out_of_memory(got.error):
+            for name in Verdict.model_fields:  # in place: callers hold references to self.v
+                if name != "stage_s":
+                    setattr(self.v, name, getattr(snapshot, name))
+            self.v.flags.append("correctness re-run with the device to itself after running out of device memory")
+            with self._stage("correctness", "exclusive"):
+                got = self._correctness(sb, module, device, n_trials, label)
+        return got
 
     def _correctness(self, sb: Sandbox, module, device: str, n_trials: int, label: int):
         """Reference weights and `n_trials` profiled trials in `sb`. Returns (ref_model, trials, illegal, launches,
@@ -233,10 +311,10 @@ class _Run:
         return ref_model, trials, illegal, launches, init.get("notes", [])
 
     def _run_stages(self, sb: Sandbox, module, device: str) -> Verdict:
-        v, cfg = self.v, self.cfg
-        got = self._correctness(sb, module, device, cfg.trials, 0)
+        got = self._checked_correctness(sb, module, device, self.cfg.trials, 0)
         if isinstance(got, Verdict):
             return got
+        v, cfg = self.v, self.cfg
         ref_model, trials, illegal, launches, notes = got
         v.trials = trials
         passed = sum(t.passed for t in trials)
@@ -263,7 +341,8 @@ class _Run:
         if not cfg.time_candidate:
             v.stages["timing"] = "skipped"
             return self.finish("ok")
-        return self._timing_stage(sb, module, ref_model, device)
+        with self._stage("timing", "exclusive"):
+            return self._timing_stage(sb, module, ref_model, device)
 
     def _extra_shapes(self, device: str) -> Verdict | None:
         """Re-run the candidate at each of `cfg.extra_shapes` (size overrides) in a fresh worker, 2 trials each; a
@@ -277,7 +356,7 @@ class _Run:
                 if not load["ok"]:
                     v.error = f"at extra shape {shape}: " + str(load.get("error") or load.get("log", ""))[-1500:]
                     return self.finish("runtime_error" if load["kind"] != "compile_error" else "compile_error")
-                got = self._correctness(sb, module, device, 2, 100 * k)
+                got = self._checked_correctness(sb, module, device, 2, 100 * k)
                 if isinstance(got, Verdict):
                     v.error = f"at extra shape {shape}: {v.error}"
                     return got
@@ -302,11 +381,11 @@ class _Run:
         """Reference output for the inputs made from `seed` (the worker makes the same inputs from the same seed);
         returns (whether the perturbation was kept, output on the CPU)."""
         with torch.no_grad():
-            ref_out = ref_model(*to_device(make_inputs(module, seed, perturb=perturb), device))
+            ref_out = ref_model(*to_device(make_inputs(module, seed, perturb=perturb, device=device), device))
         if perturb and not _all_finite(ref_out):
             perturb = False  # the task's domain forbids the perturbation
             with torch.no_grad():
-                ref_out = ref_model(*to_device(make_inputs(module, seed, perturb=False), device))
+                ref_out = ref_model(*to_device(make_inputs(module, seed, perturb=False, device=device), device))
         return perturb, _to_cpu(ref_out)
 
     def _runtime_violations(self, rep: dict, where) -> list[str]:
@@ -372,17 +451,27 @@ class _Run:
         v, cfg = self.v, self.cfg
         master_t = self.rng.getrandbits(62)
         pool = list(range(cfg.warmup, cfg.warmup + cfg.repeats + cfg.rechecks))
-        audits = sorted(self.rng.sample(pool, min(cfg.rechecks, len(pool))))
+        picked = self.rng.sample(pool, min(2 * cfg.rechecks, len(pool)))
+        audits, checks = sorted(picked[:cfg.rechecks]), sorted(picked[cfg.rechecks:])
         rep = sb.request({"op": "time", "master_seed": master_t, "input_sets": cfg.input_sets, "warmup": cfg.warmup,
                           "repeats": cfg.repeats, "max_repeats": cfg.max_repeats, "budget_s": cfg.time_budget_s,
-                          "target_sem": cfg.target_sem, "audit_rounds": audits},
+                          "target_sem": cfg.target_sem, "audit_rounds": audits, "check_rounds": checks},
                          cfg.timeout_s + cfg.time_budget_s * 2)
         if not rep["ok"]:
             v.stages["timing"] = "error"
             v.error = rep.get("error")
             return self.finish("runtime_error" if rep["kind"] == "runtime_error" else "infra_error")
-        # Re-check the audited rounds (secretly chosen ones plus the final one) against the reference.
-        for r, audit in sorted(rep["audits"].items()):
+        if rep.get("no_launch_rounds"):
+            v.violations.append(f"the candidate's own kernels did not run in {len(rep['no_launch_rounds'])} timed "
+                                "round(s) (cached or fallback results while timing)")
+            v.legal = False
+            v.stages["timing"] = "failed"
+            return self.finish("illegal")
+        # Re-check the audited rounds (secretly chosen profiled ones plus the final one) and the checked timed rounds
+        # against the reference.
+        rounds = sorted(list(rep["audits"].items()) + [(r, c) for r, c in (rep.get("checks") or {}).items()],
+                        key=lambda rc: int(rc[0]))
+        for r, audit in rounds:
             _, ref_out = self._reference_case(module, ref_model, seed_for(master_t, r), perturb=False, device=device)
             t = self._judge_trial(int(r), ref_out, audit["outputs"], audit["report"])
             if not t.passed:
@@ -394,6 +483,8 @@ class _Run:
                 v.stages["timing"] = "failed"
                 v.violations.append("outputs produced while timing were wrong (stale or cached results)")
                 return self.finish("incorrect")
+            if r not in rep["audits"]:
+                continue  # a checked timed round: output only
             bad = self._runtime_violations(audit["report"], r)
             if audit["report"].get("launches", 0) == 0:
                 bad.append("none of the candidate's own kernels ran in a timed round (fallback while timing)")
@@ -473,6 +564,10 @@ def task_audit(ref_out) -> list[str]:
             out.append(f"task audit: reference output {i} is below atol everywhere; only the relative-error bound "
                        "separates a real kernel from zeros")
     return out
+
+
+def _out_of_memory(error: str | None) -> bool:
+    return bool(error) and ("out of memory" in error or "OutOfMemoryError" in error)
 
 
 def _all_finite(obj) -> bool:

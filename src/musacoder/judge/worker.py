@@ -101,6 +101,19 @@ class Worker:
 
             cls.run = run
 
+    def _warm_device(self) -> None:
+        """Create the CUDA context on the assigned GPU and start the profiler's CUDA tracing once, before any candidate
+        code exists and before the verification takes its device slot (both cost a second or more the first time)."""
+        torch = self.torch
+        if not (self.device.startswith("cuda") and torch.cuda.is_available()):
+            return
+        torch.cuda.set_device(torch.device(self.device))
+        x = torch.ones(1024, device=self.device)
+        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=acts):
+            x.add_(1)
+            torch.cuda.synchronize()
+
     # -- operations --------------------------------------------------------------------------------------------
     def op_load(self, msg):
         """Install hooks and import the candidate (its load_inline calls build through the cache)."""
@@ -112,6 +125,7 @@ class Worker:
 
         self.device = msg["device"]
         self.backend = msg["backend"]
+        self._warm_device()
         self.record = BuildRecord()
         cpp_ext.load_inline = make_cached_load_inline(cpp_ext.load_inline, msg["cache_dir"], self.backend, self.record)
         if self.backend == "triton":
@@ -221,7 +235,7 @@ class Worker:
         if seed is not None:  # inputs must be bit-identical to a fresh copy after the call
             from musacoder.judge.inputs import make_inputs
 
-            pristine = to_device(make_inputs(self.task_module, seed, perturb=perturb), self.device)
+            pristine = make_inputs(self.task_module, seed, perturb=perturb, device=self.device)
             report["input_mutation"] = _mutation(pristine, args)
         return out, report
 
@@ -230,7 +244,7 @@ class Worker:
 
         from musacoder.judge.inputs import make_inputs
 
-        inputs = make_inputs(self.task_module, msg["seed"], perturb=msg["perturb"])
+        inputs = make_inputs(self.task_module, msg["seed"], perturb=msg["perturb"], device=self.device)
         self._poison_allocator(inputs)
         try:
             out, report = self._forward(inputs, profile=msg.get("profile", True), seed=msg["seed"],
@@ -244,7 +258,9 @@ class Worker:
 
         Round r uses input set r mod P, refilled in place from seed(master, r) before reuse, so contents never
         repeat while pointers do. The candidate runs before the reference in every round. Audit rounds run the
-        candidate under the profiler (untimed) and return its output for the trusted side to re-check.
+        candidate under the profiler (untimed) and return its output for the trusted side to re-check; check rounds
+        are ordinary timed rounds whose output is also returned (kept after the clock stopped, so nothing tells them
+        apart from the others). Every timed round must call the candidate's own kernels (counted by the build hook).
         """
         torch = self.torch
         from musacoder.judge.inputs import make_inputs, seed_for, to_cpu, to_device
@@ -253,14 +269,17 @@ class Worker:
         warmup, min_rep, max_rep = msg["warmup"], msg["repeats"], msg["max_repeats"]
         budget_ns = msg["budget_s"] * 1e9
         audits = set(msg["audit_rounds"])
+        checks = set(msg.get("check_rounds", ())) - audits
         sets: list = []
+        checked = {}
+        no_launch: list[int] = []
         cand_ms: list[float] = []
         ref_ms: list[float] = []
         audit_out = {}
         start = _perf_ns()
 
         def inputs_for(r):
-            fresh = to_device(make_inputs(self.task_module, seed_for(master, r)), self.device)
+            fresh = make_inputs(self.task_module, seed_for(master, r), device=self.device)
             if len(sets) < n_sets:
                 sets.append(fresh)
                 return fresh
@@ -286,10 +305,16 @@ class Worker:
                 if r == final_round:
                     break
             else:
+                launches0 = self.launches()
                 try:
                     t_c, out = timed(self.model, args)
                 except BaseException as e:  # noqa: BLE001
                     return {"ok": False, "kind": "runtime_error", "error": _trim_tb(e), "where": f"forward (timing round {r})"}
+                if self.launches() == launches0:
+                    no_launch.append(r)
+                if r in checks:  # a timed round like any other: its output is kept only after the clock stopped
+                    bad = _non_plain(out)
+                    checked[r] = {"outputs": None if bad else to_cpu(out), "report": {"output_type_error": bad} if bad else {}}
                 del out
                 t_r, ref_out = timed(self.ref_model, args)
                 del ref_out
@@ -298,13 +323,13 @@ class Worker:
                     ref_ms.append(t_r)
             r += 1
             n = len(cand_ms)
-            if final_round is None and r > max(audits, default=0) and n >= min_rep:
+            if final_round is None and r > max(audits | checks, default=0) and n >= min_rep:
                 done = n >= max_rep or (_perf_ns() - start) > budget_ns or (
                     _sem(cand_ms) < msg["target_sem"] and _sem(ref_ms) < msg["target_sem"])
                 if done:
                     final_round = r
-        return {"ok": True, "candidate_ms": cand_ms, "reference_ms": ref_ms, "audits": audit_out,
-                "final_round": final_round}
+        return {"ok": True, "candidate_ms": cand_ms, "reference_ms": ref_ms, "audits": audit_out, "checks": checked,
+                "no_launch_rounds": no_launch, "final_round": final_round}
 
     def _timer(self, l2_flush_bytes: int):
         """The one timing primitive, for the candidate and both baselines: `timed(fn, args) -> (ms, out)`.
@@ -346,7 +371,7 @@ class Worker:
 
         compiled = torch.compile(self.ref_model, mode=msg.get("mode") or None)
         times = []
-        sets = [to_device(make_inputs(self.task_module, seed_for(msg["master_seed"], 7_000_000 + i)), self.device)
+        sets = [make_inputs(self.task_module, seed_for(msg["master_seed"], 7_000_000 + i), device=self.device)
                 for i in range(msg["input_sets"])]
         timed = self._timer(msg.get("l2_flush_bytes", 256 << 20))
         for r in range(msg["warmup"] + msg["repeats"]):
