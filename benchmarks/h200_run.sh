@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # H200 runs for the GPU issues, in steps that fit 10-minute device calls:
-#   STEPS="throughput baseline bench" bash benchmarks/h200_run.sh     # call 1
-#   STEPS="tests rl fidelity" bash benchmarks/h200_run.sh             # call 2
+#   STEPS="smoke throughput baseline" bash benchmarks/h200_run.sh     # call 1
+#   STEPS="bench tests" bash benchmarks/h200_run.sh                   # call 2 (within 30 s: the warm cache stays)
+#   STEPS="rl fidelity" bash benchmarks/h200_run.sh                   # call 3
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
 # (carry both). Logs and JSON go to $OUT; the last lines printed are short tables. Preparing them here, once:
@@ -19,6 +20,12 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 python3 -c "import torch;print('torch', torch.__version__, 'cap', torch.cuda.get_device_capability())" | tee -a "$OUT/gpu.txt"
 has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
 
+if has smoke; then  # one legitimate CUDA candidate end to end; stop here if the GPU path is broken
+  timeout ${T_SMOKE:-150} python3 -m musacoder.cli verify --task examples/tasks/relu.py \
+    --candidate examples/candidates/relu_cuda.py --backend cuda --json > "$OUT/smoke.json" 2> "$OUT/smoke.log"
+  python3 -c "import json,sys; v=json.load(open('$OUT/smoke.json')); print('smoke', v['status'], v.get('speedup'), v.get('stage_s'), v.get('error'), v.get('violations')); sys.exit(v['status']!='ok')" \
+    || { tail -20 "$OUT/smoke.log"; exit 1; }
+fi
 if has tests; then  # GPU adversarial suite; its candidates are pre-built in parallel first
   python3 - <<'PY' > /tmp/gpu_manifest.jsonl
 import json, pathlib
