@@ -16,12 +16,39 @@ import math
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 
-def shrink_overrides(task_path: Path, max_bytes: int) -> dict:
+def consistent(task_path: Path, over: dict) -> bool:
+    """The reference still runs at the shrunk sizes (checked on meta tensors; ops meta cannot run count as fine)."""
+    import torch
+
+    from musacoder.tasks import load_module, load_task
+
+    if not over:
+        return True
+    m = load_module(load_task(task_path, over))
+    try:
+        with torch.device("meta"), torch.no_grad():
+            m.Model(*m.get_init_inputs())(*m.get_inputs())
+    except NotImplementedError:
+        return True
+    except Exception:  # noqa: BLE001 - e.g. a size that must equal another one (HingeLoss)
+        return False
+    return True
+
+
+def shrink_overrides(task_path: Path, max_bytes: int) -> dict | None:
+    """Size overrides that bring the task's inputs under `max_bytes` (largest size constant halved until they fit),
+    or None when the shrunk task no longer runs."""
+    over = _shrink(task_path, max_bytes)
+    return over if consistent(task_path, over) else None
+
+
+def _shrink(task_path: Path, max_bytes: int) -> dict:
     import torch
 
     from musacoder.tasks import load_module, load_task, size_constants
@@ -62,7 +89,11 @@ def run_batch(items, workers: int, cache: Path):
     out = {}
     for job, v in verify_many(jobs, workers=workers, config=cfg):
         out[job.id] = v
-        print(f"  {job.id:45s} {v.status:14s} build {v.build_s or 0:6.1f}s  speedup {v.speedup or 0:6.2f}  wall {v.wall_s:6.1f}s", flush=True)
+        stages = " ".join(f"{k}={x:.1f}" for k, x in v.stage_s.items())
+        why = ""
+        if v.status != "ok" and (v.violations or v.error):
+            why = " | " + (v.violations[0] if v.violations else v.error).strip().splitlines()[-1][:160]
+        print(f"  {job.id:45s} {v.status:12s} build {v.build_s or 0:5.1f}s speedup {v.speedup or 0:6.2f} wall {v.wall_s:6.1f}s [{stages}]{why}", flush=True)
     return out, time.monotonic() - t0
 
 
@@ -80,6 +111,10 @@ def main() -> None:
                     "that make kernelbench_style_baseline.py run the same (first --limit) candidates at the same sizes, and exit")
     a = ap.parse_args()
     items = [(i, t, c, shrink_overrides(t, int(a.max_input_mb * 2**20))) for i, t, c in pairs(a.kernelbench_dir, a.candidates)]
+    skipped = [i for i, _, _, o in items if o is None]
+    if skipped:
+        print(f"skipped (the task does not run once shrunk to {a.max_input_mb} MB): {', '.join(skipped)}", file=sys.stderr)
+    items = [x for x in items if x[3] is not None]
     if a.limit:
         items = items[: a.limit]
     if a.print_overrides:

@@ -38,11 +38,13 @@ def main() -> None:
     cfg = VerifyConfig(trials=2, repeats=30, max_repeats=300, time_budget_s=5.0)
     chosen = list(pairs(a.kernelbench_dir, a.candidates))[: a.limit]
     jobs = []
-    for name, task_path, cand in chosen:
-        task = load_task(task_path, shrink_overrides(task_path, int(a.max_input_mb * 2**20)))
+    chosen = [(n, t, c, shrink_overrides(t, int(a.max_input_mb * 2**20))) for n, t, c in chosen]
+    chosen = [x for x in chosen if x[3] is not None]
+    for name, task_path, cand, over in chosen:
+        task = load_task(task_path, over)
         jobs += [VerifyJob(f"{name}#{k}", task, cand.read_text(), a.backend) for k in range(a.repeats)]
     # Builds and correctness overlap across workers; every timing stage has the device to itself (DeviceSlots).
-    runs: dict[str, list] = {name: [] for name, _, _ in chosen}
+    runs: dict[str, list] = {name: [] for name, _, _, _ in chosen}
     for job, v in verify_many(jobs, workers=a.workers, config=cfg):
         runs[job.id.split("#")[0]].append(v)
         print(f"  {job.id:50s} {v.status:10s} speedup {v.speedup or 0:7.3f} measured {v.runtime_ms or 0:8.4f} ms "

@@ -149,3 +149,15 @@ def test_narrow_except_outside_forward_is_fine_but_broad_is_not():
     assert not any("try" in v for v in rules(ok + body))
     bad = "try:\n    y = 1\nexcept Exception:\n    y = 2\n"
     assert any("broad try/except" in v for v in rules(bad + body))
+
+
+def test_kernel_names_wherever_launch_bounds_and_qualifiers_stand():
+    from musacoder.legality.static import kernel_names
+
+    src = """
+__global__ void __launch_bounds__(THREADS) gemm_kernel(const float* a) {}
+template <int B> __global__ __launch_bounds__(256, (B > 1 ? 2 : 1)) void tiled (float* x) {}
+extern "C" __global__ static void __noinline__ k3(int n) {}
+__global__ void k4(float* __restrict__ a) {}
+"""
+    assert kernel_names(src) == ["gemm_kernel", "tiled", "k3", "k4"]

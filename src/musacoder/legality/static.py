@@ -218,6 +218,15 @@ def _forward_path(an: _Analysis) -> list[ast.AST]:
     return list(seen.values())
 
 
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)")
+_KERNEL_NAME = re.compile(r"__global__\s+(?:[\w:]+\s+|\*\s*)*?(\w+)\s*\(")
+
+
+def kernel_names(native: str) -> list[str]:
+    """Names of the `__global__` functions in CUDA source, wherever `__launch_bounds__` and qualifiers stand."""
+    return _KERNEL_NAME.findall(_LAUNCH_BOUNDS.sub(" ", native))
+
+
 def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> StaticReport:
     """Apply every static rule; returns violations (human-readable, each naming the line) and the kernels found."""
     rep = StaticReport()
@@ -400,7 +409,7 @@ def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> St
                     v.append(f"line {call.lineno}: linking vendor libraries ({ast.unparse(kw.value)}) is not allowed "
                              "under the strict policy")
         if backend == "cuda":
-            rep.kernel_defs = re.findall(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?void\s+(\w+)", native)
+            rep.kernel_defs = kernel_names(native)
             if not rep.kernel_defs:
                 v.append("backend cuda: no __global__ kernel is defined in the CUDA sources")
         else:
