@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # H200 runs for the GPU issues, in steps that fit 10-minute device calls:
-#   STEPS="smoke throughput baseline" bash benchmarks/h200_run.sh     # call 1
-#   STEPS="bench tests" bash benchmarks/h200_run.sh                   # call 2 (within 30 s: the warm cache stays)
-#   STEPS="rl fidelity" bash benchmarks/h200_run.sh                   # call 3
+#   STEPS="smoke throughput baseline" bash benchmarks/h200_run.sh
+#   STEPS="throughput bench tests rl fidelity" bash benchmarks/h200_run.sh   (bench reuses throughput's build cache)
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
 # (carry both). Logs and JSON go to $OUT; the last lines printed are short tables. Preparing them here, once:
@@ -60,8 +59,11 @@ for p in src.glob("*.py"):
     d.mkdir(parents=True, exist_ok=True)
     (d / "0.txt").write_text("```python\n" + p.read_text() + "```\n")
 PY
+  # the tasks we wrote candidates for (HingeLoss's sizes must stay equal to each other, so batch_size=16 breaks it)
+  globs=$(ls benchmarks/candidates/cuda/level1 | grep -v HingeLoss | sed 's/\.py$//' | paste -sd, -)
   timeout ${T_BENCH:-420} python3 -m musacoder.cli bench --model dir:/tmp/responses --suite kernelbench:level1 \
-    --kernelbench-dir "$KB" --backend cuda --samples 1 --turns 1 --set batch_size=16 --workers 8 --no-progress \
+    --tasks "$globs" --kernelbench-dir "$KB" --backend cuda --samples 1 --turns 1 --set batch_size=16 \
+    --workers ${WORKERS:-12} --no-progress \
     --out "$OUT/bench_run" > "$OUT/bench.log" 2>&1
   python3 -m musacoder.cli report "$OUT/bench_run" >> "$OUT/bench.log" 2>&1
   tail -12 "$OUT/bench.log"

@@ -39,7 +39,7 @@ class DeviceSlots:
     so the worker can create its CUDA context outside the slot; `cuda` means any visible GPU, `cuda:N` that GPU, `cpu`
     the host. `cuda_count` fixes the number of GPUs (tests)."""
 
-    def __init__(self, cuda_count: int | None = None, max_shared: int = 4):
+    def __init__(self, cuda_count: int | None = None, max_shared: int = 8):
         self._cv = threading.Condition()
         self._shared: dict[str, int] = {}
         self._exclusive: set[str] = set()
@@ -341,8 +341,7 @@ class _Run:
         if not cfg.time_candidate:
             v.stages["timing"] = "skipped"
             return self.finish("ok")
-        with self._stage("timing", "exclusive"):
-            return self._timing_stage(sb, module, ref_model, device)
+        return self._timing_stage(sb, module, ref_model, device)
 
     def _extra_shapes(self, device: str) -> Verdict | None:
         """Re-run the candidate at each of `cfg.extra_shapes` (size overrides) in a fresh worker, 2 trials each; a
@@ -379,14 +378,18 @@ class _Run:
 
     def _reference_case(self, module, ref_model, seed: int, perturb: bool, device: str):
         """Reference output for the inputs made from `seed` (the worker makes the same inputs from the same seed);
-        returns (whether the perturbation was kept, output on the CPU)."""
+        returns (whether the perturbation was kept, output on the comparison device)."""
         with torch.no_grad():
             ref_out = ref_model(*to_device(make_inputs(module, seed, perturb=perturb, device=device), device))
         if perturb and not _all_finite(ref_out):
             perturb = False  # the task's domain forbids the perturbation
             with torch.no_grad():
                 ref_out = ref_model(*to_device(make_inputs(module, seed, perturb=False, device=device), device))
-        return perturb, _to_cpu(ref_out)
+        return perturb, ref_out if self._compare_device() != "cpu" else _to_cpu(ref_out)
+
+    def _compare_device(self) -> str:
+        """Outputs are compared on the verification's GPU when it has one (within its slot), else on the CPU."""
+        return self.device if self.device.startswith("cuda") and cuda_available() else "cpu"
 
     def _runtime_violations(self, rep: dict, where) -> list[str]:
         out = [f"illegal PyTorch op {op}" for op in rep.get("illegal_ops", [])]
@@ -413,7 +416,7 @@ class _Run:
             return TrialResult(trial=i, passed=False, message=rep["output_type_error"])
         if rep.get("input_mutation"):
             return TrialResult(trial=i, passed=False, message=rep["input_mutation"])
-        c = compare_outputs(ref_out, cand_out, self.cfg.rel_l2_tol)
+        c = compare_outputs(ref_out, cand_out, self.cfg.rel_l2_tol, device=self._compare_device())
         return TrialResult(trial=i, passed=c.passed, max_abs_error=c.max_abs_error, rel_l2_error=c.rel_l2_error,
                            message=c.message)
 
@@ -438,8 +441,9 @@ class _Run:
         v.speedup_vs_eager = speedup
         if cfg.time_compile_baseline or cfg.baseline == "compile":
             try:
-                v.compile_runtime_ms = compile_baseline_ms(self.task, device, cfg, state=self._state,
-                                                           init_inputs=self._init_inputs, seed=self._init_seed)
+                with self._stage("compile_baseline", "exclusive"):
+                    v.compile_runtime_ms = compile_baseline_ms(self.task, device, cfg, state=self._state,
+                                                               init_inputs=self._init_inputs, seed=self._init_seed)
                 v.speedup_vs_compile = v.compile_runtime_ms / cand.median_ms
             except (BaselineError, WorkerTimeout, WorkerDied) as e:
                 v.flags.append(f"torch.compile baseline unavailable: {e}")
@@ -453,10 +457,11 @@ class _Run:
         pool = list(range(cfg.warmup, cfg.warmup + cfg.repeats + cfg.rechecks))
         picked = self.rng.sample(pool, min(2 * cfg.rechecks, len(pool)))
         audits, checks = sorted(picked[:cfg.rechecks]), sorted(picked[cfg.rechecks:])
-        rep = sb.request({"op": "time", "master_seed": master_t, "input_sets": cfg.input_sets, "warmup": cfg.warmup,
-                          "repeats": cfg.repeats, "max_repeats": cfg.max_repeats, "budget_s": cfg.time_budget_s,
-                          "target_sem": cfg.target_sem, "audit_rounds": audits, "check_rounds": checks},
-                         cfg.timeout_s + cfg.time_budget_s * 2)
+        with self._stage("timing", "exclusive"):  # nothing else on the device while timing
+            rep = sb.request({"op": "time", "master_seed": master_t, "input_sets": cfg.input_sets, "warmup": cfg.warmup,
+                              "repeats": cfg.repeats, "max_repeats": cfg.max_repeats, "budget_s": cfg.time_budget_s,
+                              "target_sem": cfg.target_sem, "audit_rounds": audits, "check_rounds": checks},
+                             cfg.timeout_s + cfg.time_budget_s * 2)
         if not rep["ok"]:
             v.stages["timing"] = "error"
             v.error = rep.get("error")
@@ -468,12 +473,23 @@ class _Run:
             v.stages["timing"] = "failed"
             return self.finish("illegal")
         # Re-check the audited rounds (secretly chosen profiled ones plus the final one) and the checked timed rounds
-        # against the reference.
+        # against the reference; the outputs were kept in the worker and are fetched with the device shared again.
+        with self._stage("recheck", "shared"):
+            return self._recheck(sb, module, ref_model, device, master_t, rep)
+
+    def _recheck(self, sb: Sandbox, module, ref_model, device: str, master_t: int, rep: dict):
+        v, cfg = self.v, self.cfg
+        taken = sb.request({"op": "take_outputs"}, cfg.timeout_s)
+        if not taken.get("ok"):
+            v.stages["timing"] = "error"
+            v.error = taken.get("error")
+            return self.finish("infra_error")
+        outputs = taken["outputs"]
         rounds = sorted(list(rep["audits"].items()) + [(r, c) for r, c in (rep.get("checks") or {}).items()],
                         key=lambda rc: int(rc[0]))
         for r, audit in rounds:
             _, ref_out = self._reference_case(module, ref_model, seed_for(master_t, r), perturb=False, device=device)
-            t = self._judge_trial(int(r), ref_out, audit["outputs"], audit["report"])
+            t = self._judge_trial(int(r), ref_out, outputs.get(r), audit["report"])
             if not t.passed:
                 t.message = f"re-check after timing (round {r}): {t.message}"
                 v.trials.append(t)

@@ -82,6 +82,8 @@ class Sandbox:
         self.log_path = self.workdir / "worker.log"
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
+        for fd in (p2c_w, c2p_w):
+            protocol.widen_pipe(fd)
         log = open(self.log_path, "wb")
         try:
             prefix = list(isolation_prefix()) if self.isolate_network else []

@@ -276,6 +276,7 @@ class Worker:
         cand_ms: list[float] = []
         ref_ms: list[float] = []
         audit_out = {}
+        self._held = {}
         start = _perf_ns()
 
         def inputs_for(r):
@@ -301,7 +302,8 @@ class Worker:
                     out, report = self._forward(args, profile=True, copy=False, seed=seed_for(master, r))
                 except BaseException as e:  # noqa: BLE001
                     return {"ok": False, "kind": "runtime_error", "error": _trim_tb(e), "where": f"forward (timing round {r})"}
-                audit_out[r] = {"outputs": to_cpu(out) if out is not None else None, "report": report}
+                audit_out[r] = {"report": report}
+                self._held[r] = _clone(out)
                 if r == final_round:
                     break
             else:
@@ -314,7 +316,8 @@ class Worker:
                     no_launch.append(r)
                 if r in checks:  # a timed round like any other: its output is kept only after the clock stopped
                     bad = _non_plain(out)
-                    checked[r] = {"outputs": None if bad else to_cpu(out), "report": {"output_type_error": bad} if bad else {}}
+                    checked[r] = {"report": {"output_type_error": bad} if bad else {}}
+                    self._held[r] = None if bad else _clone(out)
                 del out
                 t_r, ref_out = timed(self.ref_model, args)
                 del ref_out
@@ -330,6 +333,14 @@ class Worker:
                     final_round = r
         return {"ok": True, "candidate_ms": cand_ms, "reference_ms": ref_ms, "audits": audit_out, "checks": checked,
                 "no_launch_rounds": no_launch, "final_round": final_round}
+
+    def op_take_outputs(self, msg):
+        """The outputs kept from the last `time` request's audit and check rounds (device copies made right after each
+        call), sent to the CPU now: the trusted side fetches them after the device's timing slot is released."""
+        from musacoder.judge.inputs import to_cpu
+
+        held, self._held = getattr(self, "_held", {}), {}
+        return {"ok": True, "outputs": {r: to_cpu(o) if o is not None else None for r, o in held.items()}}
 
     def _timer(self, l2_flush_bytes: int):
         """The one timing primitive, for the candidate and both baselines: `timed(fn, args) -> (ms, out)`.
@@ -379,6 +390,17 @@ class Worker:
             if r >= msg["warmup"]:
                 times.append(ms)
         return {"ok": True, "compile_ms": times}
+
+
+def _clone(out):
+    """A copy on the same device, so a candidate that reuses one output buffer cannot change a kept output later."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out.detach().clone()
+    if isinstance(out, (list, tuple)):
+        return type(out)(_clone(x) for x in out)
+    return out
 
 
 def _mutation(pristine: list, after: list) -> str | None:
