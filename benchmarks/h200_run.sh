@@ -64,8 +64,10 @@ PY
   timeout ${T_BENCH:-420} python3 -m musacoder.cli bench --model dir:/tmp/responses --suite kernelbench:level1 \
     --tasks "$globs" --kernelbench-dir "$KB" --backend cuda --samples 1 --turns 1 --set batch_size=16 \
     --workers ${WORKERS:-12} --no-progress \
-    --out "$OUT/bench_run" > "$OUT/bench.log" 2>&1
-  python3 -m musacoder.cli report "$OUT/bench_run" >> "$OUT/bench.log" 2>&1
+    --out /tmp/bench_run > "$OUT/bench.log" 2>&1
+  python3 -m musacoder.cli report /tmp/bench_run >> "$OUT/bench.log" 2>&1
+  # only the results come back: $OUT must hold few files (the run's prompts and responses are hundreds)
+  mkdir -p "$OUT/bench" && cp /tmp/bench_run/{summary.json,report.md,report.html,verdicts.jsonl} "$OUT/bench/" 2>/dev/null
   tail -12 "$OUT/bench.log"
 fi
 if has rl; then  # the embedded trainer on the GPU with the tiny from-config model
