@@ -52,5 +52,9 @@ class VerifyConfig(BaseModel):
     seed: int | None = Field(None, description="Master seed for inputs; default a fresh secret from os.urandom.")
     cache_dir: Path = Field(default_factory=default_cache_dir, description="Content-addressed build cache.")
     memory_limit_gb: float | None = Field(None, description="Address-space limit for the candidate worker (RLIMIT_AS); None = no limit (CUDA needs a large VA space).")
+    max_device_memory_gb: float | None = Field(
+        None, gt=0, description="Peak GPU memory the candidate's worker may reserve (its model, the reference copy, "
+        "inputs and outputs included); None = 8 GiB + 16 × the task's weights, inputs and outputs. More is rejected as "
+        "illegal: memory held back starves the reference (e.g. of cuBLAS/cuDNN workspace) and inflates the speedup.")
     isolate_network: bool = Field(True, description="Run the candidate worker in its own network namespace (`unshare --net`) where permitted.")
     keep_workdir: bool = Field(False, description="Keep the candidate's throw-away working directory (debugging).")

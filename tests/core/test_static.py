@@ -161,3 +161,16 @@ extern "C" __global__ static void __noinline__ k3(int n) {}
 __global__ void k4(float* __restrict__ a) {}
 """
     assert kernel_names(src) == ["gemm_kernel", "tiled", "k3", "k4"]
+
+
+def test_raw_device_allocation_and_peak_reset_are_rejected():
+    from pathlib import Path
+
+    base = (Path(__file__).resolve().parents[2] / "examples" / "candidates" / "relu_cuda.py").read_text()
+    raw = base.replace("auto out = torch::empty_like(xc);",
+                       "float* hog; cudaMalloc(&hog, 1ull << 36);\n    auto out = torch::empty_like(xc);")
+    r = check_static(raw, "cuda", False)
+    assert any("outside PyTorch's allocator" in v for v in r.violations), r.violations
+    reset = base.replace("import torch.nn as nn\n", "import torch.nn as nn\ntorch.cuda.reset_peak_memory_stats()\n")
+    r = check_static(reset, "cuda", False)
+    assert any("reset_peak_memory_stats" in v for v in r.violations), r.violations

@@ -26,6 +26,7 @@ CASES = [
     ("native_side_stream", ("illegal",), "side streams"),
     ("background_thread", ("illegal",), "threading"),
     ("pointer_cache", ("incorrect", "illegal"), ""),
+    ("memory_hog", ("illegal",), "GiB of GPU memory"),
 ]
 
 

@@ -1,7 +1,8 @@
 """Many verifications at once: a bounded pool over `verify`, results streamed as they finish.
 
 Each verification already runs its candidate in its own sandboxed worker process, so the pool is threads that
-supervise those processes. `verify_batch` is the manifest/JSONL edge used by `musacoder verify-batch`: results are
+supervise those processes. While a batch runs, as many worker processes as there are pool threads are kept started
+ahead (still one fresh process per candidate), so Python and torch start while other candidates build and run. `verify_batch` is the manifest/JSONL edge used by `musacoder verify-batch`: results are
 appended (and flushed) as they finish, and a rerun skips ids already present in the output file.
 """
 
@@ -41,8 +42,10 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
             return Verdict(status="infra_error", task=job.task.key, error=f"{type(e).__name__}: {e}",
                            feedback=f"The verifier could not run this job: {e}")
 
+    from musacoder.judge.sandbox import prestarted_workers
+
     it = iter(jobs)
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    with prestarted_workers(max(1, workers)), ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         running = {}
         for job in it:
             running[pool.submit(one, job)] = job

@@ -291,6 +291,7 @@ class _Run:
         illegal: list[str] = []
         launches = 0
         trials: list[TrialResult] = []
+        weight_bytes = sum(t.numel() * t.element_size() for t in state.values())
         deadline = time.monotonic() + cfg.timeout_s
         for i in range(n_trials):
             seed = seed_for(self.master, 1 + label, i)
@@ -302,6 +303,9 @@ class _Run:
                 v.stages["correctness"] = "error"
                 v.error = reply.get("error")
                 return self.finish("runtime_error" if reply["kind"] == "runtime_error" else "infra_error")
+            if i == 0 and label == 0:  # the task's own footprint sets the memory budget
+                self._task_bytes = weight_bytes + _nbytes(ref_out) + _input_bytes(module, seed, ref_out)
+                illegal += self._memory_violations(init.get("device_mem_peak"))
             rep = reply["report"]
             illegal += self._runtime_violations(rep, i)
             launches += rep.get("launches", 0)
@@ -393,6 +397,7 @@ class _Run:
 
     def _runtime_violations(self, rep: dict, where) -> list[str]:
         out = [f"illegal PyTorch op {op}" for op in rep.get("illegal_ops", [])]
+        out += self._memory_violations(rep.get("device_mem_peak"))
         out += python_compute_violations(rep.get("python_op_counts") or {})
         out += [f"forward changed global state: {c}" for c in rep.get("global_state") or []]
         kernels = rep.get("device_kernels") or []
@@ -410,6 +415,19 @@ class _Run:
         if rep.get("native_threads_added", 0) > 0 and where not in (0, "0"):
             out.append("forward started new native threads that outlived the call")
         return out
+
+    def _memory_budget(self) -> int:
+        """Bytes of GPU memory the candidate's worker may reserve at peak (see `VerifyConfig.max_device_memory_gb`)."""
+        if self.cfg.max_device_memory_gb is not None:
+            return int(self.cfg.max_device_memory_gb * (1 << 30))
+        return (8 << 30) + 16 * getattr(self, "_task_bytes", 0)
+
+    def _memory_violations(self, peak) -> list[str]:
+        if not peak or peak <= self._memory_budget():
+            return []
+        return [f"the candidate's worker reserved {peak / 2**30:.1f} GiB of GPU memory at peak; the limit for this task "
+                f"is {self._memory_budget() / 2**30:.1f} GiB (memory held back starves the reference and inflates the "
+                "speedup)"]
 
     def _judge_trial(self, i: int, ref_out, cand_out, rep: dict) -> TrialResult:
         if rep.get("output_type_error"):
@@ -466,6 +484,11 @@ class _Run:
             v.stages["timing"] = "error"
             v.error = rep.get("error")
             return self.finish("runtime_error" if rep["kind"] == "runtime_error" else "infra_error")
+        if self._memory_violations(rep.get("device_mem_peak")):
+            v.violations += self._memory_violations(rep.get("device_mem_peak"))
+            v.legal = False
+            v.stages["timing"] = "failed"
+            return self.finish("illegal")
         if rep.get("no_launch_rounds"):
             v.violations.append(f"the candidate's own kernels did not run in {len(rep['no_launch_rounds'])} timed "
                                 "round(s) (cached or fallback results while timing)")
@@ -580,6 +603,22 @@ def task_audit(ref_out) -> list[str]:
             out.append(f"task audit: reference output {i} is below atol everywhere; only the relative-error bound "
                        "separates a real kernel from zeros")
     return out
+
+
+def _nbytes(obj) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(x) for x in obj)
+    return 0
+
+
+def _input_bytes(module, seed: int, ref_out) -> int:
+    """Bytes of one input set, counted on meta tensors (no memory); 4 × the output where meta cannot make them."""
+    try:
+        return _nbytes(make_inputs(module, seed, device="meta"))
+    except Exception:  # noqa: BLE001 - an op meta does not implement
+        return 4 * _nbytes(ref_out)
 
 
 def _out_of_memory(error: str | None) -> bool:

@@ -9,6 +9,8 @@ only this worker; the caller turns it into a clean status.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import os
 import select
@@ -17,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -63,6 +66,99 @@ def _worker_env(workdir: Path, cache_dir: Path, extra: dict[str, str] | None) ->
     return env
 
 
+class _Started:
+    """A worker process started ahead of use: its own workdir, log and pipes; it imports torch while it waits."""
+
+    def __init__(self, cache_dir: Path, extra_env: dict[str, str], isolate_network: bool):
+        self.workdir = Path(tempfile.mkdtemp(prefix="musacoder-cand-"))
+        self.log_path = self.workdir / "worker.log"
+        p2c_r, p2c_w = os.pipe()
+        c2p_r, c2p_w = os.pipe()
+        for fd in (p2c_w, c2p_w):
+            protocol.widen_pipe(fd)
+        log = open(self.log_path, "wb")
+        try:
+            prefix = list(isolation_prefix()) if isolate_network else []
+            self.proc = subprocess.Popen(
+                prefix + [sys.executable, "-m", "musacoder.judge.worker", str(p2c_r), str(c2p_w)],
+                cwd=self.workdir, env=_worker_env(self.workdir, cache_dir, extra_env),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(p2c_r, c2p_w), start_new_session=True,
+            )
+        finally:
+            log.close()
+            os.close(p2c_r)
+            os.close(c2p_w)
+        self.to_worker, self.from_worker = p2c_w, c2p_r
+
+    def discard(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for fd in (self.to_worker, self.from_worker):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class _Prestart:
+    """Idle workers started ahead, per worker configuration, so a verification does not wait for Python and torch to
+    start. Each worker still serves exactly one verification: a fresh process per candidate, only started earlier.
+    Nothing runs in an idle worker but the harness; idle workers are killed at exit."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._idle: dict[tuple, list[_Started]] = {}
+        self.target = 0
+        atexit.register(self.clear)
+
+    def take(self, key: tuple, start) -> _Started:
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            got = None
+            while idle and got is None:
+                w = idle.pop(0)
+                if w.proc.poll() is None:
+                    got = w
+                else:
+                    w.discard()
+            want = self.target - len(idle) - (0 if got else 1)
+        for _ in range(max(0, want)):
+            w = start()
+            with self._lock:
+                self._idle.setdefault(key, []).append(w)
+        return got or start()
+
+    def clear(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for ws in idle.values():
+            for w in ws:
+                w.discard()
+
+
+PRESTART = _Prestart()
+
+
+@contextlib.contextmanager
+def prestarted_workers(n: int):
+    """Keep up to `n` idle workers started ahead while the block runs (the batch pool uses its worker count)."""
+    old = PRESTART.target
+    PRESTART.target = max(old, n)
+    try:
+        yield
+    finally:
+        PRESTART.target = old
+        if old == 0:
+            PRESTART.clear()
+
+
 class Sandbox:
     """Context manager around one worker process."""
 
@@ -78,25 +174,14 @@ class Sandbox:
 
     def __enter__(self) -> "Sandbox":
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        self.workdir = Path(tempfile.mkdtemp(prefix="musacoder-cand-"))
-        self.log_path = self.workdir / "worker.log"
-        p2c_r, p2c_w = os.pipe()
-        c2p_r, c2p_w = os.pipe()
-        for fd in (p2c_w, c2p_w):
-            protocol.widen_pipe(fd)
-        log = open(self.log_path, "wb")
-        try:
-            prefix = list(isolation_prefix()) if self.isolate_network else []
-            self.proc = subprocess.Popen(
-                prefix + [sys.executable, "-m", "musacoder.judge.worker", str(p2c_r), str(c2p_w)],
-                cwd=self.workdir, env=_worker_env(self.workdir, self.cache_dir, self.extra_env),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(p2c_r, c2p_w), start_new_session=True,
-            )
-        finally:
-            log.close()
-            os.close(p2c_r)
-            os.close(c2p_w)
-        self.to_worker, self.from_worker = p2c_w, c2p_r
+        key = (str(self.cache_dir), tuple(sorted(self.extra_env.items())), self.isolate_network)
+
+        def start() -> _Started:
+            return _Started(self.cache_dir, self.extra_env, self.isolate_network)
+
+        w = PRESTART.take(key, start) if PRESTART.target else start()
+        self.workdir, self.log_path, self.proc = w.workdir, w.log_path, w.proc
+        self.to_worker, self.from_worker = w.to_worker, w.from_worker
         return self
 
     def request(self, msg: dict, timeout_s: float) -> dict:

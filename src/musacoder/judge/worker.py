@@ -66,6 +66,14 @@ class Worker:
         now = self.global_state()
         return [f"{k} changed from {before[k]} to {now[k]}" for k in before if now[k] != before[k]]
 
+    def device_mem_peak(self) -> int:
+        """Peak bytes PyTorch's allocator reserved in this process on the GPU (0 on the CPU). Raw cudaMalloc is
+        rejected statically, so this accounts for the candidate's device memory."""
+        torch = self.torch
+        if self.device.startswith("cuda") and torch.cuda.is_available():
+            return int(torch.cuda.max_memory_reserved(torch.device(self.device)))
+        return 0
+
     def sync(self):
         if self.device.startswith("cuda"):
             self.torch.cuda.synchronize()
@@ -195,7 +203,7 @@ class Worker:
             self.ref_model = self.task_module.Model(*init_inputs)
             self.ref_model.load_state_dict(ref_sd)
             self.ref_model = self.ref_model.to(self.device)
-        return {"ok": True, "notes": notes}
+        return {"ok": True, "notes": notes, "device_mem_peak": self.device_mem_peak()}
 
     def _forward(self, inputs, profile: bool, copy: bool = True, seed: int | None = None, perturb: bool = False):
         """One candidate call on device copies of `inputs` (or on `inputs` themselves while timing, so an audited
@@ -225,6 +233,7 @@ class Worker:
                 out = self.model(*args)
                 self.sync()
         report["launches"] = self.launches() - launches0
+        report["device_mem_peak"] = self.device_mem_peak()
         report["global_state"] = self.global_state_changes()
         report["py_threads_added"] = _thread_count() - py_threads
         report["native_threads_added"] = _native_threads() - native_threads
@@ -332,6 +341,7 @@ class Worker:
                 if done:
                     final_round = r
         return {"ok": True, "candidate_ms": cand_ms, "reference_ms": ref_ms, "audits": audit_out, "checks": checked,
+                "device_mem_peak": self.device_mem_peak(),
                 "no_launch_rounds": no_launch, "final_round": final_round}
 
     def op_take_outputs(self, msg):

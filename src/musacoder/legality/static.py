@@ -90,6 +90,8 @@ NATIVE_FORBIDDEN = [
     (re.compile(r"py::module_?::import|pybind11::module_?::import|py::eval|py::exec|PyRun_\w+|PyImport_\w+|PyObject_Call\w*|py::globals|\.attr\s*\("), "calls back into Python"),
     (re.compile(r"cudaStreamCreate\w*|getStreamFromPool|setCurrentCUDAStream|cudaLaunchHostFunc|cudaStreamAddCallback|cudaGraph\w*|CUDAStreamGuard"), "uses side streams, graphs or host callbacks"),
     (re.compile(r"RecordFunction|profiler|\bkineto\b|cupti", re.I), "inspects the profiler"),
+    (re.compile(r"\bcudaMalloc\w*|\bcuMemAlloc\w*|\bcuMemCreate\b|\bcudaHostAlloc\b|\bcuMemHostAlloc\b"),
+     "allocates device memory outside PyTorch's allocator (use torch::empty, so the harness can account for it)"),
     (re.compile(r"at::native::|at::cpu::|at::_ops::|at::redispatch::|at::compositeexplicitautograd\w*::|"
                 r"at::compositeimplicitautograd\w*::|c10::Dispatcher|at::meta::|at::cuda::(?!(?:" + _AT_CUDA_OK + r")\b)\w+\s*\("),
      "calls ATen kernels directly, bypassing the dispatcher (compute ops must be your own)"),
@@ -279,6 +281,7 @@ def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> St
                         break
             last = r.rsplit(".", 1)[-1]
             if head == "torch" and (last.startswith("set_") and last != "set_device" or "memory" in r.split(".")[1:-1]
+                                    or last.startswith("reset_")
                                     or last in ("empty_cache", "caching_allocator_alloc", "manual_seed_all")):
                 v.append(f"line {node.lineno}: {r} changes global PyTorch state (threads, precision, memory); not allowed")
             if node.attr in THREAD_STREAM_NAMES and head in ("torch", "threading", "concurrent", "multiprocessing"):
