@@ -46,3 +46,20 @@ def test_close_kills_the_whole_process_group(tmp_path):
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
     assert not workdir.exists()
+
+
+def test_prestarted_workers_are_fresh_per_use_and_cleared(tmp_path):
+    from musacoder.judge import sandbox
+
+    with sandbox.prestarted_workers(2):
+        with Sandbox(tmp_path) as first:
+            pid1 = first.proc.pid
+            assert first.request({"op": "exit"}, 60)["ok"]
+        idle = [w.proc.pid for ws in sandbox.PRESTART._idle.values() for w in ws]
+        assert idle and pid1 not in idle  # a used worker never goes back to the pool
+        with Sandbox(tmp_path) as second:
+            assert second.proc.pid in idle  # started ahead, used once
+            assert second.request({"op": "exit"}, 60)["ok"]
+        waiting = [w.proc for ws in sandbox.PRESTART._idle.values() for w in ws]
+    assert sandbox.PRESTART._idle == {}
+    assert all(p.poll() is not None for p in waiting)  # idle workers are killed when the batch ends

@@ -206,6 +206,8 @@ class _Run:
         env = toolchain_env(device) if backend == "cuda" else {}
         if backend == "triton" and device == "cpu":
             env["TRITON_INTERPRET"] = "1"
+        if device.startswith("cuda") and ":" in device:
+            env["MUSACODER_PREWARM_DEVICE"] = device  # a worker started ahead makes its CUDA context while it waits
         return Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb,
                        isolate_network=cfg.isolate_network)
 

@@ -128,7 +128,8 @@ class _Prestart:
                     got = w
                 else:
                     w.discard()
-            want = self.target - len(idle) - (0 if got else 1)
+            total = sum(len(ws) for ws in self._idle.values())
+            want = min(self.target - len(idle), self.target - total) - (0 if got else 1)
         for _ in range(max(0, want)):
             w = start()
             with self._lock:
