@@ -51,13 +51,14 @@ def test_close_kills_the_whole_process_group(tmp_path):
 def test_prestarted_workers_are_fresh_per_use_and_cleared(tmp_path):
     from musacoder.judge import sandbox
 
+    gpu = {"MUSACODER_PREWARM_DEVICE": "cuda:0"}  # only GPU verifications use workers started ahead
     with sandbox.prestarted_workers(2):
-        with Sandbox(tmp_path) as first:
+        with Sandbox(tmp_path, env=gpu) as first:
             pid1 = first.proc.pid
             assert first.request({"op": "exit"}, 60)["ok"]
         idle = [w.proc.pid for ws in sandbox.PRESTART._idle.values() for w in ws]
         assert idle and pid1 not in idle  # a used worker never goes back to the pool
-        with Sandbox(tmp_path) as second:
+        with Sandbox(tmp_path, env=gpu) as second:
             assert second.proc.pid in idle  # started ahead, used once
             assert second.request({"op": "exit"}, 60)["ok"]
         waiting = [w.proc for ws in sandbox.PRESTART._idle.values() for w in ws]

@@ -1,8 +1,9 @@
 """Many verifications at once: a bounded pool over `verify`, results streamed as they finish.
 
 Each verification already runs its candidate in its own sandboxed worker process, so the pool is threads that
-supervise those processes. While a batch runs, as many worker processes as there are pool threads are kept started
-ahead (still one fresh process per candidate), so Python and torch start while other candidates build and run. `verify_batch` is the manifest/JSONL edge used by `musacoder verify-batch`: results are
+supervise those processes. While a batch runs, GPU verifications take worker processes started ahead (as many as
+there are pool threads; still one fresh process per candidate), so Python, torch and the CUDA context start while
+other candidates build and run. `verify_batch` is the manifest/JSONL edge used by `musacoder verify-batch`: results are
 appended (and flushed) as they finish, and a rerun skips ids already present in the output file.
 """
 
