@@ -174,3 +174,15 @@ def test_raw_device_allocation_and_peak_reset_are_rejected():
     reset = base.replace("import torch.nn as nn\n", "import torch.nn as nn\ntorch.cuda.reset_peak_memory_stats()\n")
     r = check_static(reset, "cuda", False)
     assert any("reset_peak_memory_stats" in v for v in r.violations), r.violations
+
+
+def test_device_wide_cache_and_clock_settings_are_rejected():
+    from pathlib import Path
+
+    base = (Path(__file__).resolve().parents[2] / "examples" / "candidates" / "relu_cuda.py").read_text()
+    for call in ("cudaStreamAttrValue a; a.accessPolicyWindow.num_bytes = 1 << 20;",
+                 "cudaDeviceSetCacheConfig(cudaFuncCachePreferShared);",
+                 "nvmlDeviceSetGpuLockedClocks(0, 300, 300);"):
+        code = base.replace("auto out = torch::empty_like(xc);", call + "\n    auto out = torch::empty_like(xc);")
+        r = check_static(code, "cuda", False)
+        assert any("device-wide cache" in v for v in r.violations), (call, r.violations)

@@ -90,6 +90,10 @@ NATIVE_FORBIDDEN = [
     (re.compile(r"py::module_?::import|pybind11::module_?::import|py::eval|py::exec|PyRun_\w+|PyImport_\w+|PyObject_Call\w*|py::globals|\.attr\s*\("), "calls back into Python"),
     (re.compile(r"cudaStreamCreate\w*|getStreamFromPool|setCurrentCUDAStream|cudaLaunchHostFunc|cudaStreamAddCallback|cudaGraph\w*|CUDAStreamGuard"), "uses side streams, graphs or host callbacks"),
     (re.compile(r"RecordFunction|profiler|\bkineto\b|cupti", re.I), "inspects the profiler"),
+    (re.compile(r"accessPolicyWindow|PersistingL2|cudaStreamSetAttribute|cuStreamSetAttribute|cudaCtxResetPersisting|"
+                r"cudaDeviceSetCacheConfig|cudaDeviceSetSharedMemConfig|cuCtxSetCacheConfig|\bnvml\w*", re.I),
+     "changes device-wide cache, L2 persistence or clock settings (they outlive the call and affect the reference "
+     "and the L2 flush)"),
     (re.compile(r"\bcudaMalloc\w*|\bcuMemAlloc\w*|\bcuMemCreate\b|\bcudaHostAlloc\b|\bcuMemHostAlloc\b"),
      "allocates device memory outside PyTorch's allocator (use torch::empty, so the harness can account for it)"),
     (re.compile(r"at::native::|at::cpu::|at::_ops::|at::redispatch::|at::compositeexplicitautograd\w*::|"
