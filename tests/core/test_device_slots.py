@@ -119,3 +119,26 @@ def test_assign_spreads_verifications_over_gpus():
         assert d == "cuda:1"
     with slots.assign("cpu") as e:
         assert e == "cpu"
+
+
+def test_waiters_are_served_in_arrival_order():
+    slots = DeviceSlots(cuda_count=1, max_shared=1)
+    order = []
+    first = slots.hold("cuda:0", exclusive=False)
+    first.__enter__()
+
+    def waiter(name, exclusive):
+        with slots.hold("cuda:0", exclusive=exclusive):
+            order.append(name)
+            time.sleep(0.01)
+
+    threads = []
+    for name, ex in (("a", False), ("b", True), ("c", False), ("d", False)):
+        t = threading.Thread(target=waiter, args=(name, ex))
+        t.start()
+        threads.append(t)
+        time.sleep(0.03)  # arrival order a, b, c, d
+    first.__exit__(None, None, None)
+    for t in threads:
+        t.join(timeout=5)
+    assert order == ["a", "b", "c", "d"]

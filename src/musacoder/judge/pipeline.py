@@ -34,8 +34,8 @@ class DeviceSlots:
 
     Each device is a readers-writer slot. Correctness trials hold it *shared* (at most `max_shared` verifications at
     once: their speed does not matter, only their outputs), timing holds it *exclusively* (nothing else runs on the
-    device while a candidate or a baseline is timed). A waiting exclusive holder blocks new shared ones, so timing is
-    never starved. `assign` pins a verification to one concrete device (the least loaded) before its worker starts,
+    device while a candidate or a baseline is timed). Waiters are served in arrival order per device, so timing is
+    never starved and no verification waits behind later ones. `assign` pins a verification to one concrete device (the least loaded) before its worker starts,
     so the worker can create its CUDA context outside the slot; `cuda` means any visible GPU, `cuda:N` that GPU, `cpu`
     the host. `cuda_count` fixes the number of GPUs (tests)."""
 
@@ -43,7 +43,8 @@ class DeviceSlots:
         self._cv = threading.Condition()
         self._shared: dict[str, int] = {}
         self._exclusive: set[str] = set()
-        self._waiting_exclusive: dict[str, int] = {}
+        self._queue: dict[int, set[str]] = {}  # waiting holders by arrival ticket → the devices they would take
+        self._next_ticket = 0
         self._assigned: dict[str, int] = {}
         self._cuda_count = cuda_count
         self.max_shared = max_shared
@@ -71,27 +72,29 @@ class DeviceSlots:
             return False
         if exclusive:
             return self._shared.get(dev, 0) == 0
-        return self._waiting_exclusive.get(dev, 0) == 0 and self._shared.get(dev, 0) < self.max_shared
+        return self._shared.get(dev, 0) < self.max_shared
 
     @contextlib.contextmanager
     def hold(self, device: str, exclusive: bool = True):
-        """Hold a device (shared or exclusive); `device` may be a pool name (`cuda`): the first free one is taken."""
+        """Hold a device (shared or exclusive); `device` may be a pool name (`cuda`): the first free one is taken.
+        Waiters are served first come, first served per device, so a waiting timing stage blocks later shared
+        holders and no verification waits behind ones that arrived after it."""
         choices = self.devices_for(device)
         with self._cv:
-            if exclusive:
-                for d in choices:
-                    self._waiting_exclusive[d] = self._waiting_exclusive.get(d, 0) + 1
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            self._queue[ticket] = set(choices)
             try:
                 while True:
-                    free = [d for d in choices if self._can_take(d, exclusive)]
+                    free = [d for d in choices if self._can_take(d, exclusive)
+                            and not any(t < ticket and d in ds for t, ds in self._queue.items())]
                     if free:
                         dev = free[0]
                         break
                     self._cv.wait()
             finally:
-                if exclusive:
-                    for d in choices:
-                        self._waiting_exclusive[d] -= 1
+                del self._queue[ticket]
+                self._cv.notify_all()
             if exclusive:
                 self._exclusive.add(dev)
             else:
