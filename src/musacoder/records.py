@@ -106,6 +106,7 @@ class Verdict(BaseModel):
     # Diagnostics (not part of the minimal contract, but stable).
     task: str | None = None
     backend: str | None = None
+    device: str | None = None  # where the candidate ran: "cpu" or the GPU it was pinned to ("cuda:N")
     stages: dict[str, str] = Field(default_factory=dict)
     trials: list[TrialResult] = Field(default_factory=list)
     flags: list[str] = Field(default_factory=list)

@@ -21,7 +21,7 @@ FAST = VerifyConfig(repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
 def test_cpu_candidate_with_weights_of_kept_submodule():
     v = verify(EX / "tasks" / "linear_gelu.py", (EX / "candidates" / "linear_gelu_cpu.py").read_text(), config=FAST)
     assert v.status == "ok", v.feedback
-    assert v.backend == "cpu" and all(t.passed for t in v.trials)
+    assert v.backend == "cpu" and v.device == "cpu" and all(t.passed for t in v.trials)
     # where the time went: every stage that ran, and the waits for the device slot
     assert {"build", "correctness", "correctness_wait", "timing", "timing_wait"} <= set(v.stage_s)
     assert all(s >= 0 for s in v.stage_s.values()) and v.stage_s["timing"] > 0

@@ -191,7 +191,7 @@ class _Run:
         module = load_module(self.task)  # trusted reference
         self.code = cand.code
         with DEVICE_SLOTS.assign(device) as dev, self._sandbox(backend, dev) as sb:
-            self.device = dev
+            self.device = self.v.device = dev
             try:
                 return self._in_sandbox(sb, module, cand.code, backend, dev)
             except WorkerTimeout as e:
