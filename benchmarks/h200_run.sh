@@ -81,3 +81,8 @@ if has fidelity; then  # speedup spread over 5 evaluations, measured vs profiler
     --limit ${FID_LIMIT:-10} --repeats 5 --json "$OUT/fidelity.json" > "$OUT/fidelity.log" 2>&1
   tail -14 "$OUT/fidelity.log"
 fi
+if has multigpu; then  # issue 6, on a machine with 2+ GPUs only (unverified until one is lent)
+  timeout ${T_MULTI:-540} python3 benchmarks/multi_gpu.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
+    --workers ${WORKERS:-16} --limit ${LIMIT:-32} --json "$OUT/multi_gpu.json" > "$OUT/multi_gpu.log" 2>&1
+  tail -6 "$OUT/multi_gpu.log"
+fi

@@ -48,6 +48,7 @@ class DeviceSlots:
         self._assigned: dict[str, int] = {}
         self._cuda_count = cuda_count
         self.max_shared = max_shared
+        self.trace: list[tuple[str, str, float, float]] | None = None  # set to [] to record (device, kind, start, end)
 
     def devices_for(self, device: str) -> list[str]:
         if device == "cuda":
@@ -99,6 +100,7 @@ class DeviceSlots:
                 self._exclusive.add(dev)
             else:
                 self._shared[dev] = self._shared.get(dev, 0) + 1
+        t0 = time.monotonic()
         try:
             yield dev
         finally:
@@ -107,6 +109,8 @@ class DeviceSlots:
                     self._exclusive.discard(dev)
                 else:
                     self._shared[dev] -= 1
+                if self.trace is not None:
+                    self.trace.append((dev, "exclusive" if exclusive else "shared", t0, time.monotonic()))
                 self._cv.notify_all()
 
 
@@ -541,6 +545,24 @@ class _Run:
         if dev:
             v.candidate_device_ms = statistics.median(dev)
         return _timing(rep["candidate_ms"]), _timing(rep["reference_ms"])
+
+
+def trace_overlaps(trace: list[tuple[str, str, float, float]]) -> list[str]:
+    """Pairs of holds in a `DeviceSlots.trace` that broke the rules: an exclusive hold overlapping any other hold on
+    the same device. Empty when every timing stage had its device to itself."""
+    bad = []
+    by_dev: dict[str, list] = {}
+    for dev, kind, t0, t1 in trace:
+        by_dev.setdefault(dev, []).append((t0, t1, kind))
+    for dev, holds in by_dev.items():
+        holds.sort()
+        for i, (a0, a1, ak) in enumerate(holds):
+            for b0, b1, bk in holds[i + 1:]:
+                if b0 >= a1:
+                    break
+                if "exclusive" in (ak, bk):
+                    bad.append(f"{dev}: {ak} [{a0:.3f}, {a1:.3f}] overlaps {bk} [{b0:.3f}, {b1:.3f}]")
+    return bad
 
 
 class BaselineError(RuntimeError):
