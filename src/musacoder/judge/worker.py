@@ -274,7 +274,7 @@ class Worker:
         apart from the others). Every timed round must call the candidate's own kernels (counted by the build hook).
         """
         torch = self.torch
-        from musacoder.judge.inputs import make_inputs, seed_for, to_cpu, to_device
+        from musacoder.judge.inputs import make_inputs, seed_for
 
         master, n_sets = msg["master_seed"], msg["input_sets"]
         warmup, min_rep, max_rep = msg["warmup"], msg["repeats"], msg["max_repeats"]
@@ -390,7 +390,7 @@ class Worker:
     def op_time_compile(self, msg):
         """Time a torch.compile'd reference on rotating inputs (the `torch.compile` baseline)."""
         torch = self.torch
-        from musacoder.judge.inputs import make_inputs, seed_for, to_device
+        from musacoder.judge.inputs import make_inputs, seed_for
 
         compiled = torch.compile(self.ref_model, mode=msg.get("mode") or None)
         times = []
