@@ -28,6 +28,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--every", type=int, default=1, help="take every N-th candidate (a spread of tasks)")
     a = ap.parse_args()
 
     from benchmarks_throughput import pairs, shrink_overrides  # noqa: E402  (sibling script)
@@ -36,7 +37,7 @@ def main() -> None:
     from musacoder.tasks import load_task
 
     cfg = VerifyConfig(trials=2, repeats=30, max_repeats=300, time_budget_s=5.0)
-    chosen = list(pairs(a.kernelbench_dir, a.candidates))[: a.limit]
+    chosen = list(pairs(a.kernelbench_dir, a.candidates))[:: a.every][: a.limit]
     jobs = []
     chosen = [(n, t, c, shrink_overrides(t, int(a.max_input_mb * 2**20))) for n, t, c in chosen]
     chosen = [x for x in chosen if x[3] is not None]
@@ -48,7 +49,8 @@ def main() -> None:
     for job, v in verify_many(jobs, workers=a.workers, config=cfg):
         runs[job.id.split("#")[0]].append(v)
         print(f"  {job.id:50s} {v.status:10s} speedup {v.speedup or 0:7.3f} measured {v.runtime_ms or 0:8.4f} ms "
-              f"profiler {v.candidate_device_ms or 0:8.4f} ms", flush=True)
+              f"profiler {v.candidate_device_ms or 0:8.4f} ms timer overhead {v.timer_overhead_ms or 0:.4f} ms "
+              f"{'' if v.status == 'ok' else (v.violations or [v.error or ''])[0][:120]}", flush=True)
     rows = []
     for name, vs in runs.items():
         sp = [v.speedup for v in vs if v.status == "ok" and v.speedup]

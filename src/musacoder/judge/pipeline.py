@@ -544,6 +544,7 @@ class _Run:
         dev = [a["report"].get("device_time_ms") for a in rep["audits"].values() if a["report"].get("device_time_ms")]
         if dev:
             v.candidate_device_ms = statistics.median(dev)
+        v.timer_overhead_ms = rep.get("timer_overhead_ms")
         return _timing(rep["candidate_ms"]), _timing(rep["reference_ms"])
 
 

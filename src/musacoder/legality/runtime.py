@@ -79,6 +79,8 @@ def analyse_events(events) -> RuntimeReport:
     for ev in events:
         name = ev.name
         if getattr(ev, "device_type", None) is not None and str(ev.device_type).endswith("CUDA"):
+            if getattr(ev, "is_user_annotation", False):
+                continue  # a record_function range mirrored on the GPU timeline (it spans the kernels inside it)
             rep.device_kernels.append(name)
             rep.device_time_ms += ev.time_range.elapsed_us() / 1000.0
             continue
