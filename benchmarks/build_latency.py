@@ -1,10 +1,14 @@
-"""Build latency of candidates, exact `load_inline` build vs musacoder's fast build (slim headers first), cold caches.
+"""Build latency of candidates, cold caches, one build at a time, modes alternated per candidate:
+
+- `exact`: the sources as written, plain nvcc (what `load_inline` does);
+- `serial`: musacoder's light headers (lite/slim tiers), plain nvcc;
+- `fast`: light headers and the parallel nvcc driver (`musacoder/build/nvcc_parallel.py`), the default.
 
     python benchmarks/build_latency.py --candidates benchmarks/candidates/cuda --kernelbench-dir ../shared/kernelbench \
-        --limit 3 --json build_latency.json
+        --limit 3 --modes exact,serial,fast --json build_latency.json
 
-Both modes run the same candidates through MooreEval's build stage with a fresh cache each, in the same run, one
-build at a time; on a machine without a GPU the verdict stops after the build (compile check), which is all this needs.
+Every mode runs the same candidates through MooreEval's build stage with a fresh cache each, in the same run; on a
+machine without a GPU the verdict stops after the build (compile check), which is all this needs.
 """
 
 from __future__ import annotations
@@ -23,32 +27,38 @@ def main() -> None:
     ap.add_argument("--kernelbench-dir", type=Path, default=Path(os.environ.get("KERNELBENCH_DIR", "../shared/kernelbench")))
     ap.add_argument("--limit", type=int, default=3)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--modes", default="exact,fast", help="comma-separated: exact, serial, fast")
+    ap.add_argument("--every", type=int, default=1, help="take every N-th candidate (a spread of tasks)")
     a = ap.parse_args()
+    modes = [m for m in a.modes.split(",") if m]
+    env_of = {"exact": ("0", "0"), "serial": ("1", "0"), "fast": ("1", "1")}  # (light headers, parallel nvcc)
 
     from musacoder.config import VerifyConfig
     from musacoder.judge.pipeline import verify
     from musacoder.tasks import load_task
 
-    cands = sorted(a.candidates.glob("level*/*.py"))[: a.limit]
+    cands = sorted(a.candidates.glob("level*/*.py"))[:: a.every][: a.limit]
     rows = []
     for c in cands:
         task = load_task(a.kernelbench_dir / c.parent.name / c.name)
         row = {"candidate": f"{c.parent.name}/{c.stem}"}
-        for mode in ("exact", "fast"):  # alternate per candidate so drift hits both alike
-            os.environ["MUSACODER_FAST_BUILD"] = "1" if mode == "fast" else "0"
+        for mode in modes:  # alternate per candidate so drift hits every mode alike
+            os.environ["MUSACODER_FAST_BUILD"], os.environ["MUSACODER_PARALLEL_NVCC"] = env_of[mode]
             cfg = VerifyConfig(cache_dir=Path(tempfile.mkdtemp(prefix=f"mc-{mode}-")), time_candidate=False, trials=1)
             v = verify(task, c.read_text(), backend="cuda", config=cfg)
             row[f"{mode}_s"] = v.build_s
             row[f"{mode}_compiled"] = v.compiled
             print(f"{row['candidate']:50s} {mode:5s} compiled={v.compiled} build {v.build_s:.1f} s", flush=True)
         rows.append(row)
-    ok = [r for r in rows if r["exact_compiled"] and r["fast_compiled"]]
-    summary = {m: {"median_s": statistics.median(r[f"{m}_s"] for r in ok), "max_s": max(r[f"{m}_s"] for r in ok)} for m in ("exact", "fast")} if ok else {}
+    ok = [r for r in rows if all(r[f"{m}_compiled"] for m in modes)]
+    summary = {m: {"median_s": statistics.median(r[f"{m}_s"] for r in ok), "max_s": max(r[f"{m}_s"] for r in ok)}
+               for m in modes} if ok else {}
     print("\n| mode | candidates | median build s | max build s |\n|---|---|---|---|")
     for m, s in summary.items():
         print(f"| {m} | {len(ok)} | {s['median_s']:.1f} | {s['max_s']:.1f} |")
-    if ok:
-        print(f"fast/exact median ratio: {summary['fast']['median_s'] / summary['exact']['median_s']:.2f}")
+    for m in modes[1:]:
+        if ok:
+            print(f"{m}/{modes[0]} median ratio: {summary[m]['median_s'] / summary[modes[0]]['median_s']:.2f}")
     if a.json:
         a.json.write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
 

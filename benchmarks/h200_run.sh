@@ -11,7 +11,7 @@
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests throughput baseline"}  # also: bench rl fidelity
+STEPS=${STEPS:-"tests throughput baseline"}  # also: smoke buildlat bench rl fidelity multigpu
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
@@ -24,6 +24,12 @@ if has smoke; then  # one legitimate CUDA candidate end to end; stop here if the
     --candidate examples/candidates/relu_cuda.py --backend cuda --json > "$OUT/smoke.json" 2> "$OUT/smoke.log"
   python3 -c "import json,sys; v=json.load(open('$OUT/smoke.json')); print('smoke', v['status'], v.get('speedup'), v.get('stage_s'), v.get('error'), v.get('violations')); sys.exit(v['status']!='ok')" \
     || { tail -20 "$OUT/smoke.log"; exit 1; }
+fi
+if has buildlat; then  # one build at a time on the idle machine, fresh caches: light headers with plain vs parallel nvcc
+  timeout ${T_BL:-150} python3 benchmarks/build_latency.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
+    --modes ${BL_MODES:-serial,fast} --limit ${BL_LIMIT:-4} --every ${BL_EVERY:-9} --json "$OUT/build_latency.json" \
+    > "$OUT/build_latency.log" 2>&1
+  tail -6 "$OUT/build_latency.log"
 fi
 if has tests; then  # GPU adversarial suite; its candidates are pre-built in parallel first
   python3 - <<'PY' > /tmp/gpu_manifest.jsonl
@@ -78,7 +84,7 @@ if has rl; then  # the embedded trainer on the GPU with the tiny from-config mod
 fi
 if has fidelity; then  # speedup spread over 5 evaluations, measured vs profiler device time
   timeout ${T_FID:-500} python3 benchmarks/timing_fidelity.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
-    --limit ${FID_LIMIT:-10} --repeats 5 --json "$OUT/fidelity.json" > "$OUT/fidelity.log" 2>&1
+    --limit ${FID_LIMIT:-10} --every ${FID_EVERY:-1} --repeats 5 --json "$OUT/fidelity.json" > "$OUT/fidelity.log" 2>&1
   tail -14 "$OUT/fidelity.log"
 fi
 if has multigpu; then  # issue 6, on a machine with 2+ GPUs only (unverified until one is lent)

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -115,6 +116,10 @@ def toolchain_env(device: str | None) -> dict[str, str]:
                 major, minor = torch.cuda.get_device_capability(torch.device(device))
                 arch = f"{major}.{minor}"
         env["TORCH_CUDA_ARCH_LIST"] = arch
+    if home and not os.environ.get("PYTORCH_NVCC") and os.environ.get("MUSACODER_PARALLEL_NVCC", "1") != "0":
+        # host and device front ends of each .cu in parallel (musacoder/build/nvcc_parallel.py); same tools and flags
+        env["PYTORCH_NVCC"] = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).with_name('nvcc_parallel.py')))}"
+        env["MUSACODER_REAL_NVCC"] = str(Path(home, "bin", "nvcc"))
     return env
 
 
