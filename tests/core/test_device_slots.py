@@ -166,3 +166,54 @@ def test_trace_shows_timing_alone_on_each_device():
     assert trace_overlaps(slots.trace) == []
     # the checker itself finds a violation
     assert trace_overlaps([("cuda:0", "exclusive", 0.0, 1.0), ("cuda:0", "shared", 0.5, 0.7)])
+
+
+def test_memory_reservations_never_overcommit_a_device_and_one_always_runs():
+    """Verifications reserve their estimated device memory for their lifetime: on a 10-unit device, 6-unit jobs run
+    one at a time, 3-unit jobs three at a time, and a 50-unit job still runs (alone)."""
+    slots = DeviceSlots(cuda_count=1, memory={"cuda:0": 10})
+    lock = threading.Lock()
+    in_use, peak, ran = [0], [0], []
+
+    def job(need):
+        with slots.assign("cuda", need) as dev:
+            with lock:
+                in_use[0] += need
+                peak[0] = max(peak[0], in_use[0] if need <= 10 else 0)
+                ran.append((dev, need))
+            time.sleep(0.03)
+            with lock:
+                in_use[0] -= need
+
+    threads = [threading.Thread(target=job, args=(n,)) for n in (6, 6, 3, 3, 3, 50, 6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(ran) == 7 and peak[0] <= 10
+    assert slots._reserved["cuda:0"] == 0
+
+
+def test_memory_reservations_spread_over_devices():
+    slots = DeviceSlots(cuda_count=2, memory={"cuda:0": 10, "cuda:1": 10})
+    with slots.assign("cuda", 8) as a, slots.assign("cuda", 8) as b:
+        assert {a, b} == {"cuda:0", "cuda:1"}  # the second does not fit beside the first
+
+
+def test_device_footprint_counts_inputs_and_outputs_on_meta():
+    from pathlib import Path
+
+    from musacoder.judge.pipeline import FOOTPRINT_FIXED, device_footprint
+    from musacoder.tasks import load_module, load_task
+
+    relu = load_task(Path(__file__).resolve().parents[2] / "examples" / "tasks" / "relu.py")
+    module = load_module(relu)
+    n = sum(x.numel() * x.element_size() for x in module.get_inputs())
+    assert device_footprint(module) == FOOTPRINT_FIXED + 6 * n + 10 * n  # ReLU: output as large as the input
+
+    class Broken:  # a task that does not run on meta tensors costs the fixed part only
+        @staticmethod
+        def get_init_inputs():
+            raise RuntimeError("no")
+
+    assert device_footprint(Broken) == FOOTPRINT_FIXED

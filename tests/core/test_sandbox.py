@@ -5,6 +5,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +65,65 @@ def test_prestarted_workers_are_fresh_per_use_and_cleared(tmp_path):
         waiting = [w.proc for ws in sandbox.PRESTART._idle.values() for w in ws]
     assert sandbox.PRESTART._idle == {}
     assert all(p.poll() is not None for p in waiting)  # idle workers are killed when the batch ends
+
+
+def test_concurrent_takers_never_start_more_than_the_target_ahead():
+    """Fourteen verifications arriving at once once started 13 idle workers each (about 90 CUDA contexts on one GPU)."""
+    import threading
+
+    from musacoder.judge.sandbox import _Prestart
+
+    class Fake:
+        def __init__(self):
+            self.proc = type("P", (), {"poll": staticmethod(lambda: None)})()
+            self.discarded = False
+
+        def discard(self):
+            self.discarded = True
+
+    started: list[Fake] = []
+    lock = threading.Lock()
+
+    def start():
+        time.sleep(0.01)  # a start takes a while, so takers overlap
+        w = Fake()
+        with lock:
+            started.append(w)
+        return w
+
+    pool = _Prestart()
+    pool.target = 14
+    barrier = threading.Barrier(14)
+
+    def taker():
+        barrier.wait()
+        pool.take(("k",), start)
+
+    threads = [threading.Thread(target=taker) for _ in range(14)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(started) <= 14 + 14  # one per taker, at most `target` ahead
+    assert pool.idle_count() <= 14
+    pool.target = 0
+    pool.clear()
+
+
+def test_a_worker_that_cannot_start_is_an_infrastructure_error_not_a_crash(tmp_path):
+    """A worker that dies before it is ready (here: an address-space limit too small to import torch) is never
+    blamed on the candidate: one retry, then `infra_error`."""
+    from musacoder import verify
+    from musacoder.config import VerifyConfig
+    from musacoder.judge.sandbox import WorkerStartFailed
+
+    with pytest.raises(WorkerStartFailed):
+        with Sandbox(tmp_path / "cache", memory_limit_gb=0.05):
+            pass
+    task = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "relu.py"
+    cand = Path(__file__).resolve().parents[2] / "examples" / "candidates" / "relu_cpu.py"
+    v = verify(str(task), cand.read_text(), backend="cpu",
+               config=VerifyConfig(cache_dir=tmp_path / "cache", memory_limit_gb=0.05))
+    assert v.status == "infra_error" and not v.stages.get("build") == "ok"
+    assert "not your fault" in v.feedback
+    assert sum("failed to start" in f for f in v.flags) == 2  # tried twice

@@ -21,7 +21,7 @@ from musacoder.config import VerifyConfig
 from musacoder.feedback import render_feedback
 from musacoder.judge.compare import compare_outputs
 from musacoder.judge.inputs import make_init_inputs, make_inputs, seed_for, seeded, to_device
-from musacoder.judge.sandbox import Sandbox, WorkerDied, WorkerTimeout
+from musacoder.judge.sandbox import Sandbox, WorkerDied, WorkerStartFailed, WorkerTimeout
 from musacoder.legality.runtime import VENDOR_KERNEL, python_compute_violations
 from musacoder.legality.static import check_static
 from musacoder.records import BACKENDS, Task, Timing, TrialResult, Verdict
@@ -39,8 +39,10 @@ class DeviceSlots:
     so the worker can create its CUDA context outside the slot; `cuda` means any visible GPU, `cuda:N` that GPU, `cpu`
     the host. `cuda_count` fixes the number of GPUs (tests)."""
 
-    def __init__(self, cuda_count: int | None = None, max_shared: int = 8):
+    def __init__(self, cuda_count: int | None = None, max_shared: int = 8, memory: dict[str, int] | None = None):
         self._cv = threading.Condition()
+        self._reserved: dict[str, int] = {}  # device memory reserved by the verifications pinned to each device
+        self._memory = dict(memory or {})  # usable bytes per device (tests); else 85 % of the GPU's total
         self._shared: dict[str, int] = {}
         self._exclusive: set[str] = set()
         self._queue: dict[int, set[str]] = {}  # waiting holders by arrival ticket → the devices they would take
@@ -56,17 +58,41 @@ class DeviceSlots:
             return [f"cuda:{i}" for i in range(n)]
         return [device]
 
+    def capacity(self, dev: str) -> int | None:
+        """Usable memory of a device in bytes (None: not accounted, e.g. the CPU)."""
+        if dev in self._memory:
+            return self._memory[dev]
+        if dev.startswith("cuda") and torch.cuda.is_available():
+            self._memory[dev] = int(0.85 * torch.cuda.get_device_properties(torch.device(dev)).total_memory)
+            return self._memory[dev]
+        return None
+
+    def _fits(self, dev: str, need: int) -> bool:
+        cap = self.capacity(dev)
+        held = self._reserved.get(dev, 0)
+        return cap is None or held == 0 or held + need <= cap
+
     @contextlib.contextmanager
-    def assign(self, device: str):
-        """Pin one verification to the concrete device with the fewest verifications pinned to it."""
+    def assign(self, device: str, need_bytes: int = 0):
+        """Pin one verification to the concrete device with the fewest verifications pinned to it, reserving
+        `need_bytes` of its memory until the verification ends: a verification waits until its estimate fits beside
+        the others' (one always runs, however large), so concurrent verifications cannot run a GPU out of memory."""
         with self._cv:
-            dev = min(self.devices_for(device), key=lambda d: self._assigned.get(d, 0))
+            while True:
+                fits = [d for d in self.devices_for(device) if self._fits(d, need_bytes)]
+                if fits:
+                    dev = min(fits, key=lambda d: self._assigned.get(d, 0))
+                    break
+                self._cv.wait()
             self._assigned[dev] = self._assigned.get(dev, 0) + 1
+            self._reserved[dev] = self._reserved.get(dev, 0) + need_bytes
         try:
             yield dev
         finally:
             with self._cv:
                 self._assigned[dev] -= 1
+                self._reserved[dev] -= need_bytes
+                self._cv.notify_all()
 
     def _can_take(self, dev: str, exclusive: bool) -> bool:
         if dev in self._exclusive:
@@ -194,10 +220,29 @@ class _Run:
         device = cfg.device or ("cuda" if backend == "cuda" or (backend == "triton" and cuda_available()) else "cpu")
         module = load_module(self.task)  # trusted reference
         self.code = cand.code
-        with DEVICE_SLOTS.assign(device) as dev, self._sandbox(backend, dev) as sb:
+        snapshot, notes = v.model_copy(deep=True), []
+        for attempt in range(2):
+            try:
+                return self._on_device(module, cand.code, backend, device, fresh=attempt > 0)
+            except WorkerStartFailed as e:
+                # not the candidate's doing (no candidate code had reached the worker): try once more, with a worker
+                # started for this verification alone, then report an infrastructure error
+                for name in Verdict.model_fields:  # in place: callers hold references to self.v
+                    setattr(v, name, getattr(snapshot, name).copy() if name == "flags" else getattr(snapshot, name))
+                notes.append(f"a worker failed to start ({str(e).splitlines()[0][:200]})")
+                v.flags += notes
+                if attempt:
+                    v.error = f"{e}\n{e.log_tail[-1500:]}"
+                    return self.finish("infra_error")
+        raise AssertionError("unreachable")
+
+    def _on_device(self, module, code: str, backend: str, device: str, fresh: bool) -> Verdict:
+        v, cfg = self.v, self.cfg
+        need = device_footprint(module) if device.startswith("cuda") else 0
+        with DEVICE_SLOTS.assign(device, need) as dev, self._sandbox(backend, dev, fresh=fresh) as sb:
             self.device = self.v.device = dev
             try:
-                return self._in_sandbox(sb, module, cand.code, backend, dev)
+                return self._in_sandbox(sb, module, code, backend, dev)
             except WorkerTimeout as e:
                 v.error = f"{e} (limit: build {cfg.build_timeout_s:.0f} s, run {cfg.timeout_s:.0f} s)"
                 return self.finish("timeout")
@@ -205,7 +250,7 @@ class _Run:
                 v.error = f"worker died (exit {e.returncode}); last output:\n{e.log_tail[-1500:]}"
                 return self.finish("crashed")
 
-    def _sandbox(self, backend: str, device: str) -> Sandbox:
+    def _sandbox(self, backend: str, device: str, fresh: bool = False) -> Sandbox:
         """A fresh candidate worker with the toolchain variables the backend needs."""
         from musacoder.build.cache import toolchain_env
 
@@ -216,7 +261,7 @@ class _Run:
         if device.startswith("cuda") and ":" in device:
             env["MUSACODER_PREWARM_DEVICE"] = device  # a worker started ahead makes its CUDA context while it waits
         return Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb,
-                       isolate_network=cfg.isolate_network)
+                       isolate_network=cfg.isolate_network, use_prestarted=not fresh)
 
     def _in_sandbox(self, sb: Sandbox, module, code: str, backend: str, device: str) -> Verdict:
         v, cfg = self.v, self.cfg
@@ -472,7 +517,7 @@ class _Run:
                     v.compile_runtime_ms = compile_baseline_ms(self.task, device, cfg, state=self._state,
                                                                init_inputs=self._init_inputs, seed=self._init_seed)
                 v.speedup_vs_compile = v.compile_runtime_ms / cand.median_ms
-            except (BaselineError, WorkerTimeout, WorkerDied) as e:
+            except (BaselineError, WorkerTimeout, WorkerDied, WorkerStartFailed) as e:
                 v.flags.append(f"torch.compile baseline unavailable: {e}")
         v.speedup = v.speedup_vs_compile if cfg.baseline == "compile" else v.speedup_vs_eager
         v.stages["timing"] = "ok"
@@ -647,6 +692,28 @@ def _input_bytes(module, seed: int, ref_out) -> int:
         return _nbytes(make_inputs(module, seed, device="meta"))
     except Exception:  # noqa: BLE001 - an op meta does not implement
         return 4 * _nbytes(ref_out)
+
+
+# What one verification may hold on its GPU at once, in units of the task's input and output bytes: the worker keeps
+# P = 4 input sets, a pristine copy and a fresh draw; its outputs, the audit and check copies it holds, and the trusted
+# side's reference output, fetched outputs and comparison temporaries. Plus a CUDA context, the L2 flush buffer and
+# the allocator's poison block.
+FOOTPRINT_INPUTS, FOOTPRINT_OUTPUTS, FOOTPRINT_FIXED = 6, 10, 3 << 30
+
+
+def device_footprint(module) -> int:
+    """Estimated peak device bytes of one verification of `module`'s task, from its shapes on the meta device (no
+    memory is allocated); the fixed part alone when the task does not run on meta tensors."""
+    try:
+        with torch.device("meta"), torch.no_grad():
+            init = make_init_inputs(module, 0)
+            model = module.Model(*init)
+            inputs = list(module.get_inputs())
+            out = model(*inputs)
+        weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+        return FOOTPRINT_FIXED + FOOTPRINT_INPUTS * _nbytes(inputs) + FOOTPRINT_OUTPUTS * _nbytes(out) + 2 * weights
+    except Exception:  # noqa: BLE001 - data-dependent shapes and the like
+        return FOOTPRINT_FIXED
 
 
 def _out_of_memory(error: str | None) -> bool:

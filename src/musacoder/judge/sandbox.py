@@ -48,6 +48,15 @@ class WorkerTimeout(Exception):
     pass
 
 
+class WorkerStartFailed(Exception):
+    """The worker never became ready (died or failed while starting, before any candidate code reached it): a fault
+    of the machine or the harness (e.g. no device memory left for a CUDA context), never of the candidate."""
+
+    def __init__(self, reason: str, log_tail: str = ""):
+        super().__init__(reason)
+        self.log_tail = log_tail
+
+
 class WorkerDied(Exception):
     def __init__(self, returncode: int | None, log_tail: str):
         super().__init__(f"worker exited with {returncode}")
@@ -115,10 +124,14 @@ class _Prestart:
     def __init__(self):
         self._lock = threading.Lock()
         self._idle: dict[tuple, list[_Started]] = {}
+        self._starting = 0  # workers being started ahead right now (counted against the target)
         self.target = 0
         atexit.register(self.clear)
 
     def take(self, key: tuple, start) -> _Started:
+        """An idle worker for `key` (or a fresh one), topping the idle set back up towards `target`. Idle workers and
+        those still being started are counted together, so callers arriving at once never start more than `target`
+        ahead (each of 14 concurrent callers once started 13, and ~90 idle CUDA contexts filled a GPU)."""
         with self._lock:
             idle = self._idle.setdefault(key, [])
             got = None
@@ -128,13 +141,26 @@ class _Prestart:
                     got = w
                 else:
                     w.discard()
-            total = sum(len(ws) for ws in self._idle.values())
-            want = min(self.target - len(idle), self.target - total) - (0 if got else 1)
-        for _ in range(max(0, want)):
-            w = start()
-            with self._lock:
-                self._idle.setdefault(key, []).append(w)
+            total = sum(len(ws) for ws in self._idle.values()) + self._starting
+            want = max(0, min(self.target - len(idle), self.target - total) - (0 if got else 1))
+            self._starting += want
+        for _ in range(want):
+            w = None
+            try:
+                w = start()
+            finally:
+                with self._lock:
+                    self._starting -= 1
+                    keep = w is not None and self.target > 0
+                    if keep:
+                        self._idle.setdefault(key, []).append(w)
+                if w is not None and not keep:  # the batch ended meanwhile
+                    w.discard()
         return got or start()
+
+    def idle_count(self) -> int:
+        with self._lock:
+            return sum(len(ws) for ws in self._idle.values())
 
     def clear(self) -> None:
         with self._lock:
@@ -164,8 +190,11 @@ class Sandbox:
     """Context manager around one worker process."""
 
     def __init__(self, cache_dir: Path, env: dict[str, str] | None = None, keep_workdir: bool = False,
-                 memory_limit_gb: float | None = None, isolate_network: bool = True):
+                 memory_limit_gb: float | None = None, isolate_network: bool = True, use_prestarted: bool = True,
+                 start_timeout_s: float = 180.0):
         self.isolate_network = isolate_network
+        self.use_prestarted = use_prestarted
+        self.start_timeout_s = start_timeout_s
         self.cache_dir = Path(cache_dir)
         self.keep = keep_workdir
         self.extra_env = dict(env or {})
@@ -182,11 +211,27 @@ class Sandbox:
 
         # Only GPU verifications use workers started ahead: there the CPU has room while the GPU stages run. For CPU
         # verifications the extra starts compete with the work itself (0.8x throughput measured on 2 cores).
-        ahead = PRESTART.target and "MUSACODER_PREWARM_DEVICE" in self.extra_env
+        ahead = self.use_prestarted and PRESTART.target and "MUSACODER_PREWARM_DEVICE" in self.extra_env
         w = PRESTART.take(key, start) if ahead else start()
         self.workdir, self.log_path, self.proc = w.workdir, w.log_path, w.proc
         self.to_worker, self.from_worker = w.to_worker, w.from_worker
+        try:
+            self._await_ready()
+        except BaseException:
+            self.close()
+            raise
         return self
+
+    def _await_ready(self) -> None:
+        """The worker's first message says it started (Python, torch, its CUDA context where asked for); anything
+        else, or nothing, is a start failure."""
+        try:
+            hello = self._reply(self.start_timeout_s, "start")
+        except (WorkerDied, WorkerTimeout) as e:
+            raise WorkerStartFailed(f"the worker did not start: {e}", self.log_tail()) from None
+        if not hello.get("ready"):
+            raise WorkerStartFailed(f"the worker failed while starting: {str(hello.get('error', hello))[-1500:]}",
+                                    self.log_tail())
 
     def request(self, msg: dict, timeout_s: float) -> dict:
         """Send one request and wait for its reply, at most `timeout_s` seconds."""
@@ -195,11 +240,15 @@ class Sandbox:
             protocol.send(self.to_worker, msg)
         except (BrokenPipeError, OSError):
             raise WorkerDied(self.proc.poll(), self.log_tail()) from None
+        return self._reply(timeout_s, msg.get("op"))
+
+    def _reply(self, timeout_s: float, op) -> dict:
+        assert self.proc is not None
         deadline = time.monotonic() + timeout_s
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise WorkerTimeout(f"no reply to {msg.get('op')!r} within {timeout_s:.0f} s")
+                raise WorkerTimeout(f"no reply to {op!r} within {timeout_s:.0f} s")
             ready, _, _ = select.select([self.from_worker], [], [], min(left, 1.0))
             if ready:
                 break

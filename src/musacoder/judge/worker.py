@@ -105,6 +105,8 @@ class Worker:
                 fn = getattr(self_, "fn", None)
                 name = getattr(fn, "__name__", None) or getattr(self_, "__name__", "triton_kernel")
                 counts[name] = counts.get(name, 0) + 1
+                if not torch.autograd._profiler_enabled():
+                    return _orig(self_, *args, **kw)
                 with torch.profiler.record_function(f"musacoder::triton::{name}"):
                     return _orig(self_, *args, **kw)
 
@@ -454,9 +456,11 @@ def _mutation(pristine: list, after: list) -> str | None:
 
 _EVENT = None
 _SLEEP = None
-# Timed CUDA regions start behind a ~50 us GPU spin (at about 2 GHz) so the host's launch latency of the timed call is
-# hidden, as it would be in a stream of work; whatever the call's host side costs beyond that is still counted.
-PREROLL_CYCLES = 100_000
+# Timed CUDA regions start behind a ~200 us GPU spin (at about 2 GHz) so the host's launch latency of the timed call is
+# hidden, as it would be in a stream of work; whatever the call's host side costs beyond that is still counted. With a
+# 50 us spin, a 0.40 ms ReLU kernel on the H200 still timed at 0.45-0.47 ms (the Python path to the launch was longer).
+# Host work cannot hide computation behind it: reading the inputs back waits for the spin first.
+PREROLL_CYCLES = 400_000
 MAX_TIMER_OVERHEAD_MS = 0.05  # a larger calibration is not trusted (a busy or throttled device): at most this is taken off
 MIN_TIMED_MS = 1e-3
 
@@ -515,15 +519,20 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (int(as_limit), int(as_limit)))
     from musacoder.judge import protocol
 
-    worker = Worker()
-    global _EVENT, _SLEEP
-    _EVENT, _SLEEP = worker.torch.cuda.Event, worker.torch.cuda._sleep  # captured before any candidate code runs
-    worker.torch.ones(1 << 16).sum()  # start the intra-op thread pool before any candidate code runs
-    prewarm = os.environ.get("MUSACODER_PREWARM_DEVICE")
-    if prewarm:  # a worker started ahead for a known GPU: make its CUDA context while it waits for work
-        worker.device = prewarm
-        worker._warm_device()
-        worker.device = "cpu"
+    try:
+        worker = Worker()
+        global _EVENT, _SLEEP
+        _EVENT, _SLEEP = worker.torch.cuda.Event, worker.torch.cuda._sleep  # captured before any candidate code runs
+        worker.torch.ones(1 << 16).sum()  # start the intra-op thread pool before any candidate code runs
+        prewarm = os.environ.get("MUSACODER_PREWARM_DEVICE")
+        if prewarm:  # a worker started ahead for a known GPU: make its CUDA context while it waits for work
+            worker.device = prewarm
+            worker._warm_device()
+            worker.device = "cpu"
+    except BaseException as e:  # noqa: BLE001 - e.g. no device memory left for a CUDA context
+        protocol.send(fd_out, {"ok": False, "ready": False, "kind": "infra_error", "error": _trim_tb(e), "where": "start"})
+        return
+    protocol.send(fd_out, {"ok": True, "ready": True})
     while True:
         try:
             msg = protocol.recv(fd_in)
