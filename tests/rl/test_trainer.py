@@ -171,3 +171,23 @@ def test_kernel_env_real_verify_smoke(tmp_path, relu_task):
     assert rows[1]["retry_replays"] == 1
     assert all(r["mirrorpop_popped"] == 0 and r["mirrorpop_checked"] == 0 for r in rows)  # nothing to train on
     assert [r["step"] for r in read_metrics(tmp_path / "run")] == [1, 2]
+
+
+class FlakyVerifier(VowelVerifier):
+    """Fails (a verifier fault, not a verdict) on the task named `2_Neg`, scores vowels elsewhere."""
+
+    def __call__(self, task, candidate, backend=None, overrides=None, config=None) -> Verdict:
+        if task.name == "2_Neg":
+            raise RuntimeError("no GPU memory left for a worker")
+        return super().__call__(task, candidate, backend, overrides, config)
+
+
+def test_groups_with_verifier_faults_are_left_out_of_loss_and_retry(tmp_path, relu_task):
+    """An infra_error's −1 was not earned by the response: its group is dropped and not replayed."""
+    other = Task(name="2_Neg", source=relu_task.source.replace("torch.relu(x)", "-x"))
+    rows = train_from_config(kernel_config(tmp_path, steps=1), tasks=[relu_task, other], verifier=FlakyVerifier(),
+                             tokenizer=CharTokenizer(string.printable))
+    r = rows[0]
+    assert r["infra_errors"] == 4 and r["groups_infra_dropped"] == 1
+    assert r["retry_pushed"] == 1  # only the relu group, whose responses were really judged
+    assert r["groups_dropped"] >= 1

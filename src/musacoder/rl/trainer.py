@@ -265,7 +265,8 @@ class Trainer:
                                            replay=slot.entry is not None))
         return slots, samples
 
-    def _update_retry_buffer(self, slots: list[_Slot], samples: list[Sample], signal: torch.Tensor) -> dict:
+    def _update_retry_buffer(self, slots: list[_Slot], samples: list[Sample], signal: torch.Tensor,
+                             infra: torch.Tensor | None = None) -> dict:
         g = self.cfg.grpo.group_size
         stats = {"retry_replays": 0, "retry_recovered": 0, "retry_pushed": 0}
         for gi, slot in enumerate(slots):
@@ -274,6 +275,8 @@ class Trainer:
                 stats["retry_replays"] += 1
                 stats["retry_recovered"] += int(bool(signal[gi]))
             if not self.cfg.retry.enabled or any(any(s.reward.passed) for s in group):
+                continue
+            if infra is not None and bool(infra[gi]):
                 continue
             if slot.entry is not None and slot.entry.replays >= self.cfg.retry.max_replays:
                 continue
@@ -376,8 +379,12 @@ class Trainer:
         t1 = time.perf_counter()
         rewards = torch.tensor([s.reward.reward for s in samples]).view(len(slots), cfg.grpo.group_size)
         advantages = grpo_advantages(rewards, cfg.grpo.adv_eps)
-        signal = group_has_signal(rewards)
-        retry_stats = self._update_retry_buffer(slots, samples, signal)
+        # a verifier fault (infra_error) says nothing about the response: its group is left out of the loss and out of
+        # the retry buffer rather than teaching the policy from a score of -1 it did not earn
+        infra = torch.tensor([any(st == "infra_error" for st in s.reward.statuses) for s in samples])
+        infra = infra.view(len(slots), cfg.grpo.group_size).any(dim=1)
+        signal = group_has_signal(rewards) & ~infra
+        retry_stats = self._update_retry_buffer(slots, samples, signal, infra)
         train_stats = self.optimise(self._train_sequences(samples, advantages, signal, multi_turn))
         if hasattr(self.generator, "sync"):
             self.generator.sync(self.model)
@@ -395,6 +402,7 @@ class Trainer:
             "infra_errors": sum(st == "infra_error" for s in samples for st in s.reward.statuses),
             "groups": len(slots),
             "groups_dropped": int((~signal).sum()),
+            "groups_infra_dropped": int(infra.sum()),
             **retry_stats,
             **train_stats,
             "time_rollout_s": t1 - t0,
