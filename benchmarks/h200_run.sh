@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # H200 runs for the GPU issues, in steps that fit 10-minute device calls:
-#   STEPS="smoke throughput baseline" bash benchmarks/h200_run.sh
-#   STEPS="throughput bench tests rl fidelity" bash benchmarks/h200_run.sh   (bench reuses throughput's build cache)
+#   T_BL=120 STEPS="smoke buildlat throughput baseline" LIMIT=48 WORKERS=14 T_THR=300 BASE_LIMIT=2 bash benchmarks/h200_run.sh
+#   STEPS="tests fidelity bench" FID_EVERY=6 FID_LIMIT=5 bash benchmarks/h200_run.sh   (chained while the machine is
+#   warm, bench and fidelity reuse the first call's build cache)
+# $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
 # (carry both). Logs and JSON go to $OUT; the last lines printed are short tables. Preparing them here, once:
