@@ -25,7 +25,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 TMP_TOKEN = re.compile(r"tmpxft_[0-9a-f]+_[0-9a-f]+")
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -53,7 +53,6 @@ class Plan:
     module_id: str
     token: str
     tmpdir: str
-    cleanup: list[str] = field(default_factory=list)
 
 
 def _option_value(argv: list[str], name: str) -> str | None:

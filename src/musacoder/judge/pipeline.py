@@ -227,14 +227,21 @@ class _Run:
             except WorkerStartFailed as e:
                 # not the candidate's doing (no candidate code had reached the worker): try once more, with a worker
                 # started for this verification alone, then report an infrastructure error
-                for name in Verdict.model_fields:  # in place: callers hold references to self.v
-                    setattr(v, name, getattr(snapshot, name).copy() if name == "flags" else getattr(snapshot, name))
+                self._restore(snapshot)
                 notes.append(f"a worker failed to start ({str(e).splitlines()[0][:200]})")
                 v.flags += notes
                 if attempt:
                     v.error = f"{e}\n{e.log_tail[-1500:]}"
                     return self.finish("infra_error")
         raise AssertionError("unreachable")
+
+    def _restore(self, snapshot: Verdict, keep: tuple[str, ...] = ()) -> None:
+        """Reset the verdict to `snapshot` (a fresh copy of it each time), except the fields in `keep`; in place,
+        since callers hold references to `self.v`."""
+        fresh = snapshot.model_copy(deep=True)
+        for name in Verdict.model_fields:
+            if name not in keep:
+                setattr(self.v, name, getattr(fresh, name))
 
     def _on_device(self, module, code: str, backend: str, device: str, fresh: bool) -> Verdict:
         v, cfg = self.v, self.cfg
@@ -317,9 +324,7 @@ class _Run:
         with self._stage("correctness", "shared"):
             got = self._correctness(sb, module, device, n_trials, label)
         if isinstance(got, Verdict) and device.startswith("cuda") and _out_of_memory(got.error):
-            for name in Verdict.model_fields:  # in place: callers hold references to self.v
-                if name != "stage_s":
-                    setattr(self.v, name, getattr(snapshot, name))
+            self._restore(snapshot, keep=("stage_s",))
             self.v.flags.append("correctness re-run with the device to itself after running out of device memory")
             with self._stage("correctness", "exclusive"):
                 got = self._correctness(sb, module, device, n_trials, label)
@@ -710,7 +715,7 @@ def device_footprint(module) -> int:
             model = module.Model(*init)
             inputs = list(module.get_inputs())
             out = model(*inputs)
-        weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+        weights = _nbytes(list(model.state_dict().values()))
         return FOOTPRINT_FIXED + FOOTPRINT_INPUTS * _nbytes(inputs) + FOOTPRINT_OUTPUTS * _nbytes(out) + 2 * weights
     except Exception:  # noqa: BLE001 - data-dependent shapes and the like
         return FOOTPRINT_FIXED

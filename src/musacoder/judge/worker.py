@@ -130,19 +130,7 @@ class Worker:
     def _timer_overhead(self, n: int = 31) -> float:
         """Median of empty timed regions (the pre-roll, the device synchronise and the end event's own latency), measured
         before any candidate code exists and capped at `MAX_TIMER_OVERHEAD_MS`; `_timer` subtracts it from every call."""
-        torch = self.torch
-        Event = _cuda_event_class(torch)
-        xs = []
-        for _ in range(n):
-            torch.cuda.synchronize()
-            start, end = Event(enable_timing=True), Event(enable_timing=True)
-            _cuda_sleep(torch)(PREROLL_CYCLES)
-            start.record()
-            torch.cuda.synchronize()
-            end.record()
-            end.synchronize()
-            xs.append(start.elapsed_time(end))
-        xs.sort()
+        xs = sorted(_cuda_region_ms(self.torch, lambda: None, ())[0] for _ in range(n))
         return min(xs[len(xs) // 2], MAX_TIMER_OVERHEAD_MS)
 
     # -- operations --------------------------------------------------------------------------------------------
@@ -391,23 +379,13 @@ class Worker:
                 return (_perf_ns() - t0) / 1e6, out
 
             return timed_cpu
-        Event = _cuda_event_class(torch)
-        sleep = _cuda_sleep(torch)
         flush = torch.empty(l2_flush_bytes, dtype=torch.uint8, device=self.device)
         overhead = getattr(self, "timer_overhead_ms", 0.0)
 
         def timed_cuda(fn, args):
             flush.zero_()
-            self.sync()
-            start, end = Event(enable_timing=True), Event(enable_timing=True)
-            sleep(PREROLL_CYCLES)  # the GPU is busy while the host issues the call, so launch latency is not timed
-            start.record()
-            with torch.no_grad():
-                out = fn(*args)
-            torch.cuda.synchronize()
-            end.record()
-            end.synchronize()
-            return max(start.elapsed_time(end) - overhead, MIN_TIMED_MS), out
+            ms, out = _cuda_region_ms(torch, fn, args)
+            return max(ms - overhead, MIN_TIMED_MS), out
 
         return timed_cuda
 
@@ -473,6 +451,22 @@ def _cuda_event_class(torch):
 def _cuda_sleep(torch):
     """torch.cuda._sleep (a GPU spin of N cycles) as it was before the candidate was imported."""
     return _SLEEP or torch.cuda._sleep
+
+
+def _cuda_region_ms(torch, fn, args):
+    """One timed CUDA region: device synchronised, the pre-roll spin, start event, the call, a whole-device synchronise
+    (so work left on any stream counts), end event. Returns (ms, output). Timers as captured before candidate code."""
+    torch.cuda.synchronize()
+    Event = _cuda_event_class(torch)
+    start, end = Event(enable_timing=True), Event(enable_timing=True)
+    _cuda_sleep(torch)(PREROLL_CYCLES)  # the GPU is busy while the host issues the call, so launch latency is not timed
+    start.record()
+    with torch.no_grad():
+        out = fn(*args)
+    torch.cuda.synchronize()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end), out
 
 
 def _sem(xs: list[float]) -> float:

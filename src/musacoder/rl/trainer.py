@@ -266,7 +266,7 @@ class Trainer:
         return slots, samples
 
     def _update_retry_buffer(self, slots: list[_Slot], samples: list[Sample], signal: torch.Tensor,
-                             infra: torch.Tensor | None = None) -> dict:
+                             infra: torch.Tensor) -> dict:
         g = self.cfg.grpo.group_size
         stats = {"retry_replays": 0, "retry_recovered": 0, "retry_pushed": 0}
         for gi, slot in enumerate(slots):
@@ -274,10 +274,8 @@ class Trainer:
             if slot.entry is not None:
                 stats["retry_replays"] += 1
                 stats["retry_recovered"] += int(bool(signal[gi]))
-            if not self.cfg.retry.enabled or any(any(s.reward.passed) for s in group):
-                continue
-            if infra is not None and bool(infra[gi]):
-                continue
+            if not self.cfg.retry.enabled or bool(infra[gi]) or any(any(s.reward.passed) for s in group):
+                continue  # a group with a verifier fault was not judged: nothing to retry
             if slot.entry is not None and slot.entry.replays >= self.cfg.retry.max_replays:
                 continue
             best = max(group, key=lambda s: s.reward.scores[0]).turns[0]
