@@ -49,7 +49,7 @@ if has throughput; then  # cold then warm cache, fast builds
   timeout ${T_THR:-420} python3 benchmarks/throughput.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
     --workers ${WORKERS:-12} --limit ${LIMIT:-0} --max-input-mb ${MAXMB:-64} --cache "$MUSACODER_CACHE_DIR" \
     --json "$OUT/throughput.json" > "$OUT/throughput.log" 2>&1
-  grep -E "^   (cold|warm):" "$OUT/throughput.log"; tail -4 "$OUT/throughput.log"
+  grep -E "^   (cold|warm)( memory)?:" "$OUT/throughput.log"; tail -4 "$OUT/throughput.log"
 fi
 if has baseline; then  # sequential in-process load_inline + time, cold builds, the same first candidates
   same=$(python3 benchmarks/throughput.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \

@@ -78,6 +78,36 @@ def pairs(kb: Path, cands: Path):
             yield c.parent.name + "/" + c.stem, t, c
 
 
+class GpuMemorySampler:
+    """Samples the GPU's used memory (nvidia-smi, once a second; no CUDA context in this process) while a phase runs."""
+
+    def __init__(self):
+        import threading
+
+        self.peak_mib, self._stop = 0, threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        import subprocess
+
+        while not self._stop.is_set():
+            try:
+                out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                     capture_output=True, text=True, timeout=10).stdout
+                self.peak_mib = max([self.peak_mib] + [int(x) for x in out.split() if x.isdigit()])
+            except (OSError, subprocess.SubprocessError):
+                return  # no nvidia-smi: nothing to sample
+            self._stop.wait(1.0)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=15)
+
+
 def run_batch(items, workers: int, cache: Path):
     from musacoder.config import VerifyConfig
     from musacoder.judge.batch import VerifyJob, verify_many
@@ -121,11 +151,17 @@ def main() -> None:
         print(" ".join([f"--only '{','.join(i + '*' for i, _, _, _ in items)}'"] +
                        [f"--set '{i}*:{k}={v}'" for i, _, _, o in items for k, v in o.items()]))
         return
+    from musacoder.judge.pipeline import DEVICE_SLOTS, device_footprint
+    from musacoder.tasks import load_module, load_task
+
+    estimate_gb = {i: device_footprint(load_module(load_task(t, o))) / 2**30 for i, t, _, o in items}
     cache = a.cache or Path(tempfile.mkdtemp(prefix="mc-bench-cache-"))
     res = {}
     for phase in ("cold", "warm"):
         print(f"== {phase} cache: {len(items)} candidates, {a.workers} workers")
-        verdicts, secs = run_batch(items, a.workers, cache)
+        DEVICE_SLOTS.peak.clear()
+        with GpuMemorySampler() as mem:
+            verdicts, secs = run_batch(items, a.workers, cache)
         builds = sorted(v.build_s or 0 for v in verdicts.values())
         statuses: dict = {}
         for v in verdicts.values():
@@ -138,8 +174,16 @@ def main() -> None:
                       "build_median_s": statistics.median(builds), "build_p90_s": builds[max(0, math.ceil(0.9 * len(builds)) - 1)],
                       "cached_builds": sum(bool(v.build_cached) for v in verdicts.values()),
                       "mean_stage_s": {k: round(x, 3) for k, x in sorted(stages.items())},
-                      "verdicts": {k: v.model_dump(mode="json", include={"status", "speedup", "build_s", "build_cached", "wall_s", "error", "violations", "stage_s"}) for k, v in verdicts.items()}}
+                      # the memory reservation: how many verifications it let share a GPU, what they reserved, what the
+                      # GPU really held, and each candidate worker's own peak against the estimate it was admitted on
+                      "slots_peak": {d: {"pinned": n, "reserved_gb": round(b / 2**30, 1)} for d, (n, b) in DEVICE_SLOTS.peak.items()},
+                      "gpu_used_peak_gb": round(mem.peak_mib / 1024, 1),
+                      "worker_peak_over_estimate_max": max([v.device_mem_gb / estimate_gb[k] for k, v in verdicts.items()
+                                                            if v.device_mem_gb] or [0.0]),
+                      "verdicts": {k: v.model_dump(mode="json", include={"status", "speedup", "build_s", "build_cached", "wall_s", "error", "violations", "stage_s", "device_mem_gb"}) | {"estimate_gb": round(estimate_gb[k], 2)} for k, v in verdicts.items()}}
         print(f"   {phase}: {res[phase]['verdicts_per_min']:.1f} verdicts/min; mean seconds per stage {res[phase]['mean_stage_s']}")
+        print(f"   {phase} memory: slots {res[phase]['slots_peak']}, GPU used at peak {res[phase]['gpu_used_peak_gb']} GB, "
+              f"worst worker peak / estimate {res[phase]['worker_peak_over_estimate_max']:.2f}")
         if a.json:  # written after each phase, so a cut run keeps what it measured
             a.json.write_text(json.dumps({"workers": a.workers, "max_input_mb": a.max_input_mb,
                                           "overrides": {i: o for i, _, _, o in items}, **res}, indent=1))

@@ -192,6 +192,8 @@ def test_memory_reservations_never_overcommit_a_device_and_one_always_runs():
         t.join()
     assert len(ran) == 7 and peak[0] <= 10
     assert slots._reserved["cuda:0"] == 0
+    most_pinned, most_reserved = slots.peak["cuda:0"]
+    assert most_reserved == 50 and 1 <= most_pinned <= 3  # the big job ran alone; at most three 3-unit jobs at once
 
 
 def test_memory_reservations_spread_over_devices():

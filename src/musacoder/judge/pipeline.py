@@ -51,6 +51,7 @@ class DeviceSlots:
         self._cuda_count = cuda_count
         self.max_shared = max_shared
         self.trace: list[tuple[str, str, float, float]] | None = None  # set to [] to record (device, kind, start, end)
+        self.peak: dict[str, tuple[int, int]] = {}  # per device: most verifications pinned at once, most bytes reserved
 
     def devices_for(self, device: str) -> list[str]:
         if device == "cuda":
@@ -86,6 +87,8 @@ class DeviceSlots:
                 self._cv.wait()
             self._assigned[dev] = self._assigned.get(dev, 0) + 1
             self._reserved[dev] = self._reserved.get(dev, 0) + need_bytes
+            most_pinned, most_reserved = self.peak.get(dev, (0, 0))
+            self.peak[dev] = (max(most_pinned, self._assigned[dev]), max(most_reserved, self._reserved[dev]))
         try:
             yield dev
         finally:
@@ -595,6 +598,8 @@ class _Run:
         if dev:
             v.candidate_device_ms = statistics.median(dev)
         v.timer_overhead_ms = rep.get("timer_overhead_ms")
+        if rep.get("device_mem_peak"):
+            v.device_mem_gb = round(rep["device_mem_peak"] / 2**30, 3)
         return _timing(rep["candidate_ms"]), _timing(rep["reference_ms"])
 
 
