@@ -4,7 +4,7 @@
         --workers 4 --json throughput.json
 
 Each candidate `<candidates>/levelN/<task>.py` is verified against `<kernelbench>/levelN/<task>.py`. Task sizes are
-shrunk (largest size constant halved) until the inputs are at most --max-input-mb, the same for every run. Prints a
+shrunk (largest size constant halved) until inputs, outputs and weights together are at most --max-input-mb, the same for every run. Prints a
 table and writes JSON: verdicts per minute cold and warm, build seconds (median, p90), status counts.
 """
 
@@ -48,20 +48,36 @@ def shrink_overrides(task_path: Path, max_bytes: int) -> dict | None:
     return over if consistent(task_path, over) else None
 
 
-def _shrink(task_path: Path, max_bytes: int) -> dict:
+def _task_bytes(task) -> int:
+    """Bytes of the task's inputs, outputs and weights, from shapes on the meta device (inputs alone when the
+    reference cannot run on meta tensors)."""
     import torch
 
-    from musacoder.tasks import load_module, load_task, size_constants
+    from musacoder.tasks import load_module
+
+    def nbytes(x) -> int:
+        if isinstance(x, torch.Tensor):
+            return x.numel() * x.element_size()
+        return sum(nbytes(y) for y in x) if isinstance(x, (list, tuple)) else 0
+
+    m = load_module(task)
+    with torch.device("meta"), torch.no_grad():
+        inputs = m.get_inputs()
+        try:
+            model = m.Model(*m.get_init_inputs())
+            return nbytes(inputs) + nbytes(model(*inputs)) + nbytes(list(model.state_dict().values()))
+        except Exception:  # noqa: BLE001 - ops without meta kernels
+            return nbytes(inputs)
+
+
+def _shrink(task_path: Path, max_bytes: int) -> dict:
+    from musacoder.tasks import load_task, size_constants
 
     task = load_task(task_path)
     sizes = {k: v for k, v in size_constants(task.source).items() if isinstance(v, int) and not isinstance(v, bool) and v > 1}
     over: dict = {}
     for _ in range(40):
-        t = load_task(task_path, over)
-        with torch.device("meta"):
-            inputs = load_module(t).get_inputs()
-        nbytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
-        if nbytes <= max_bytes or not sizes:
+        if _task_bytes(load_task(task_path, over)) <= max_bytes or not sizes:
             return over
         name = max(sizes, key=lambda k: over.get(k, sizes[k]))
         cur = over.get(name, sizes[name])

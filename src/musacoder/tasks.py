@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import operator
 import re
 from pathlib import Path
 from types import ModuleType
@@ -23,23 +24,56 @@ class TaskError(ValueError):
     """A problem file or an override is unusable; the message says which and what to do."""
 
 
+_ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+          ast.Div: operator.truediv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+
+
+def _constant(node: ast.AST, known: dict[str, Any]) -> Any:
+    """The value of a constant expression: literals, earlier constants by name, unary +/- and arithmetic on numbers
+    (`M = 16384 * 4`, `dim = batch_size // 2`). Raises ValueError for anything else (calls, attributes, …)."""
+    if isinstance(node, ast.Name):
+        if node.id in known:
+            return known[node.id]
+        raise ValueError(node.id)
+    if isinstance(node, ast.Tuple):
+        return tuple(_constant(e, known) for e in node.elts)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _constant(node.operand, known)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return -v if isinstance(node.op, ast.USub) else v
+        raise ValueError("unary operand")
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
+        a, b = _constant(node.left, known), _constant(node.right, known)
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b)):
+            raise ValueError("operands")
+        if isinstance(node.op, ast.Pow) and abs(b) > 64:
+            raise ValueError("exponent")
+        try:
+            return _ARITH[type(node.op)](a, b)
+        except ArithmeticError as e:
+            raise ValueError(str(e)) from e
+    return ast.literal_eval(node)
+
+
 def size_constants(source: str) -> dict[str, Any]:
-    """Module-level `NAME = <literal>` assignments (ints, floats, bools, strings, and tuples of them)."""
+    """Module-level `NAME = <constant>` assignments (ints, floats, bools, strings, and tuples of them), including
+    arithmetic on numbers and on earlier constants (`M = 16384 * 4`), evaluated to their values."""
     tree = ast.parse(source)
     found: dict[str, Any] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
-                value = ast.literal_eval(node.value)
-            except (ValueError, SyntaxError, TypeError):
-                continue
-            if isinstance(value, (int, float, bool, str, tuple)):
-                found[node.targets[0].id] = value
+            name, value_node = node.targets[0].id, node.value
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            try:
-                found[node.target.id] = ast.literal_eval(node.value)
-            except (ValueError, SyntaxError, TypeError):
-                continue
+            name, value_node = node.target.id, node.value
+        else:
+            continue
+        try:
+            value = _constant(value_node, found)
+        except (ValueError, SyntaxError, TypeError):
+            found.pop(name, None)  # reassigned to something else: no longer a constant
+            continue
+        if isinstance(value, (int, float, bool, str, tuple)):
+            found[name] = value
     return found
 
 

@@ -51,6 +51,24 @@ def test_override_parsing_and_derived_constants():
     assert ns["b"] == 2
 
 
+def test_constants_written_as_arithmetic_can_be_overridden():
+    """KernelBench writes many sizes as expressions (`M = 16384 * 4`, 52 of its 250 files): they are size constants
+    too, with their values, and `--set` replaces them; calls and lists are not constants."""
+    src = "M = 16384 * 4\nN = M // 2 + 1\nneg = -3\nshape = (M, 2)\nbig = 2 ** 100\nL = [1, 2]\nf = g(3)\nM2 = M\n"
+    assert size_constants(src) == {"M": 65536, "N": 32769, "neg": -3, "shape": (65536, 2), "M2": 65536}
+    ns = {}
+    exec(apply_overrides(src.replace("big = 2 ** 100\n", "").replace("f = g(3)\n", ""), {"M": 8}), ns)
+    assert (ns["M"], ns["N"], ns["shape"], ns["M2"]) == (8, 5, (8, 2), 8)
+    assert "x" not in size_constants("x = 1\nx = y\n")  # reassigned to a non-constant
+
+
+@needs_kb
+def test_kernelbench_expression_sizes_are_overridable():
+    t = load_task(KB / "level1" / "5_Matrix_scalar_multiplication.py", {"M": 4, "N": 8})
+    a, s = make_inputs(load_module(t), seed=1)
+    assert tuple(a.shape) == (4, 8)
+
+
 def test_bad_task_file(tmp_path):
     p = tmp_path / "1_x.py"
     p.write_text("x = 1\n")
