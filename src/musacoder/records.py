@@ -120,7 +120,8 @@ class Verdict(BaseModel):
     device_mem_gb: float | None = None  # peak GPU memory the candidate's worker reserved (PyTorch allocator), GiB
     build_s: float | None = None  # seconds spent importing the candidate (its builds, or cache hits)
     build_cached: bool | None = None  # every extension came from the build cache
-    # Seconds per stage: build, correctness, timing, and the waits for a device slot (correctness_wait, timing_wait).
+    # Seconds per stage: build, correctness, timing, recheck, compile_build and compile_baseline (torch.compile
+    # baseline), and the waits for a device slot (`<stage>_wait`).
     stage_s: dict[str, float] = Field(default_factory=dict)
 
 
