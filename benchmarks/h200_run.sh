@@ -68,7 +68,7 @@ for p in src.glob("*.py"):
     (d / "0.txt").write_text("```python\n" + p.read_text() + "```\n")
 PY
   # the tasks we wrote candidates for (HingeLoss's sizes must stay equal to each other, so batch_size=16 breaks it)
-  globs=$(ls benchmarks/candidates/cuda/level1 | grep -v HingeLoss | sed 's/\.py$//' | paste -sd, -)
+  globs=$(ls benchmarks/candidates/cuda/level1 | grep -v HingeLoss | head -${BENCH_LIMIT:-100} | sed 's/\.py$//' | paste -sd, -)
   timeout ${T_BENCH:-420} python3 -m musacoder.cli bench --model dir:/tmp/responses --suite kernelbench:level1 \
     --tasks "$globs" --kernelbench-dir "$KB" --backend cuda --samples 1 --turns 1 --set batch_size=16 \
     --workers ${WORKERS:-12} --no-progress \
