@@ -49,25 +49,18 @@ def shrink_overrides(task_path: Path, max_bytes: int) -> dict | None:
 
 
 def _task_bytes(task) -> int:
-    """Bytes of the task's inputs, outputs and weights, from shapes on the meta device (inputs alone when the
-    reference cannot run on meta tensors)."""
+    """Bytes of the task's inputs, outputs and weights (inputs alone when the reference cannot run on meta tensors)."""
     import torch
 
+    from musacoder.judge.pipeline import meta_bytes
     from musacoder.tasks import load_module
 
-    def nbytes(x) -> int:
-        if isinstance(x, torch.Tensor):
-            return x.numel() * x.element_size()
-        return sum(nbytes(y) for y in x) if isinstance(x, (list, tuple)) else 0
-
     m = load_module(task)
-    with torch.device("meta"), torch.no_grad():
-        inputs = m.get_inputs()
-        try:
-            model = m.Model(*m.get_init_inputs())
-            return nbytes(inputs) + nbytes(model(*inputs)) + nbytes(list(model.state_dict().values()))
-        except Exception:  # noqa: BLE001 - ops without meta kernels
-            return nbytes(inputs)
+    try:
+        return sum(meta_bytes(m))
+    except Exception:  # noqa: BLE001 - ops without meta kernels
+        with torch.device("meta"):
+            return sum(x.numel() * x.element_size() for x in m.get_inputs() if isinstance(x, torch.Tensor))
 
 
 def _shrink(task_path: Path, max_bytes: int) -> dict:

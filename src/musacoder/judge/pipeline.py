@@ -719,19 +719,24 @@ def _input_bytes(module, seed: int, ref_out) -> int:
 FOOTPRINT_INPUTS, FOOTPRINT_OUTPUTS, FOOTPRINT_FIXED = 6, 10, 3 << 30
 
 
+def meta_bytes(module) -> tuple[int, int, int]:
+    """Bytes of the task's (inputs, outputs, weights) for one call, from its shapes on the meta device (no memory is
+    allocated). Raises whatever the task raises there (ops without meta kernels, data-dependent shapes)."""
+    with torch.device("meta"), torch.no_grad():
+        model = module.Model(*make_init_inputs(module, 0))
+        inputs = list(module.get_inputs())
+        out = model(*inputs)
+    return _nbytes(inputs), _nbytes(out), _nbytes(list(model.state_dict().values()))
+
+
 def device_footprint(module) -> int:
-    """Estimated peak device bytes of one verification of `module`'s task, from its shapes on the meta device (no
-    memory is allocated); the fixed part alone when the task does not run on meta tensors."""
+    """Estimated peak device bytes of one verification of `module`'s task (`meta_bytes`); the fixed part alone when
+    the task does not run on meta tensors."""
     try:
-        with torch.device("meta"), torch.no_grad():
-            init = make_init_inputs(module, 0)
-            model = module.Model(*init)
-            inputs = list(module.get_inputs())
-            out = model(*inputs)
-        weights = _nbytes(list(model.state_dict().values()))
-        return FOOTPRINT_FIXED + FOOTPRINT_INPUTS * _nbytes(inputs) + FOOTPRINT_OUTPUTS * _nbytes(out) + 2 * weights
+        inputs, outputs, weights = meta_bytes(module)
     except Exception:  # noqa: BLE001 - data-dependent shapes and the like
         return FOOTPRINT_FIXED
+    return FOOTPRINT_FIXED + FOOTPRINT_INPUTS * inputs + FOOTPRINT_OUTPUTS * outputs + 2 * weights
 
 
 def _out_of_memory(error: str | None) -> bool:
