@@ -32,17 +32,21 @@ from throughput import pairs, shrink_overrides  # noqa: E402  (sibling script)
 
 def busy_worker_pids() -> list[int]:
     """Candidate workers that are serving a verification (not idle ones started ahead)."""
+    from musacoder.judge.forkserver import FORK_SERVERS
     from musacoder.judge.sandbox import PRESTART
 
     idle = {w.proc.pid for ws in PRESTART._idle.values() for w in ws}
+    servers = {str(s.proc.pid) for s in FORK_SERVERS._servers.values() if s is not None}
     pids = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit() and int(d.name) not in idle:
             try:
                 cmd = (d / "cmdline").read_bytes()
-            except OSError:
+                ppid = (d / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            except (OSError, IndexError):
                 continue
-            if b"musacoder.judge.worker" in cmd and b"unshare" not in cmd:
+            forked = ppid in servers  # forked by a fork server: a worker (the servers fork nothing else)
+            if forked or (b"musacoder.judge.worker" in cmd and b"unshare" not in cmd):
                 pids.append(int(d.name))
     return pids
 

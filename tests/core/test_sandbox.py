@@ -1,5 +1,6 @@
 """Sandbox edges: network namespace, scrubbed environment, process-group kill."""
 
+import json
 import os
 import socket
 import subprocess
@@ -127,3 +128,89 @@ def test_a_worker_that_cannot_start_is_an_infrastructure_error_not_a_crash(tmp_p
     assert v.status == "infra_error" and not v.stages.get("build") == "ok"
     assert "not your fault" in v.feedback
     assert sum("failed to start" in f for f in v.flags) == 2  # tried twice
+
+
+def _load(sb: Sandbox, code: str, cache: Path) -> dict:
+    return sb.request({"op": "load", "code": code, "backend": "cpu", "device": "cpu", "cache_dir": str(cache),
+                       "task_source": None}, 60)
+
+
+def test_forked_workers_are_fresh_processes_with_their_own_session_folder_and_descriptors(tmp_path):
+    """A worker forked by the fork server gets what a `python -m` worker gets: its own session, its folder as cwd,
+    HOME and TMPDIR, only the protocol pipes and its log open, the network namespace of the isolation prefix; and
+    nothing a candidate changed in one worker is seen by the next."""
+    from musacoder.judge.forkserver import FORK_SERVERS, ForkedProcess
+
+    probe = ("import json, os, tempfile, torch\n"
+             "json.dump({'home': os.environ.get('HOME'), 'tmp': tempfile.gettempdir(), 'cwd': os.getcwd(),\n"
+             "           'threads': torch.get_num_threads(), 'add_patched': getattr(torch.add, 'patched', False),\n"
+             "           'fds': sorted(int(f) for f in os.listdir('/proc/self/fd'))}, open('probe.json', 'w'))\n"
+             "torch.set_num_threads(1)\n"
+             "def add(*a, **k): pass\n"
+             "add.patched = True\n"
+             "torch.add = add\n")
+    seen = []
+    for _ in range(2):
+        with Sandbox(tmp_path / "cache") as sb:
+            assert isinstance(sb.proc, ForkedProcess)
+            assert _load(sb, probe, tmp_path / "cache")["kind"] == "runtime_error"  # no ModelNew; the probe ran
+            got = json.loads((sb.workdir / "probe.json").read_text())
+            stat = Path(f"/proc/{sb.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            assert int(stat[3]) == sb.proc.pid and int(stat[2]) == sb.proc.pid  # own session and process group
+            if isolation_prefix():
+                assert os.readlink(f"/proc/{sb.proc.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+            seen.append(got)
+            assert got["home"] == got["tmp"] == got["cwd"] == str(sb.workdir)
+            assert set(got["fds"]) <= {0, 1, 2, 3, 4, 5}  # stdin, log ×2, the two pipes (and listdir's own)
+    assert not seen[1]["add_patched"] and seen[1]["threads"] == seen[0]["threads"]
+    assert any(s is not None for s in FORK_SERVERS._servers.values())
+
+
+def test_workers_start_the_plain_way_when_the_fork_server_is_gone_or_off(tmp_path, monkeypatch):
+    import signal as sig
+
+    from musacoder.judge.forkserver import FORK_SERVERS, ForkedProcess
+
+    with Sandbox(tmp_path / "cache") as sb:
+        assert isinstance(sb.proc, ForkedProcess)
+        server = sb.proc.server
+    os.killpg(server.proc.pid, sig.SIGKILL)  # the server dies; a worker it forked earlier is unaffected
+    server.proc.wait(10)
+    deadline = time.monotonic() + 10
+    while server.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with Sandbox(tmp_path / "cache") as sb:  # a new server is started for the configuration
+        assert isinstance(sb.proc, ForkedProcess) and sb.proc.server is not server
+        assert sb.request({"op": "exit"}, 60)["ok"]
+    monkeypatch.setenv("MUSACODER_FORK_SERVER", "0")
+    with Sandbox(tmp_path / "cache") as sb:
+        assert isinstance(sb.proc, subprocess.Popen)
+        assert sb.request({"op": "exit"}, 60)["ok"]
+    FORK_SERVERS.clear()
+
+
+def test_a_worker_killed_from_outside_is_reported_with_its_signal(tmp_path):
+    import signal as sig
+
+    from musacoder.judge.sandbox import WorkerDied
+
+    with Sandbox(tmp_path / "cache") as sb:
+        os.kill(sb.proc.pid, sig.SIGKILL)
+        with pytest.raises(WorkerDied) as e:
+            sb.request({"op": "take_outputs"}, 30)
+        assert e.value.returncode == -sig.SIGKILL
+
+
+def test_fork_servers_are_bounded_and_a_busy_one_is_kept(tmp_path, monkeypatch):
+    """Each server holds ~0.5 GB of imports: a new configuration closes the least recently used idle one."""
+    from musacoder.judge import forkserver
+
+    reg = forkserver._Registry(max_servers=1)
+    monkeypatch.setattr(forkserver, "FORK_SERVERS", reg)
+    with Sandbox(tmp_path, env={"MUSACODER_T": "a"}) as a:
+        first = a.proc.server
+        with Sandbox(tmp_path, env={"MUSACODER_T": "b"}) as b:  # the first is busy: both run
+            assert first.alive and b.proc.server.alive and b.proc.server is not first
+    with Sandbox(tmp_path, env={"MUSACODER_T": "c"}):  # now idle: the least recently used goes
+        assert not first.alive
+    reg.clear()

@@ -1,9 +1,10 @@
 """A candidate worker process, seen from the trusted side.
 
-Each attempt gets a fresh worker: its own process group (killed whole afterwards), a throw-away working directory that
-is also its HOME and TMPDIR, an environment scrubbed of everything but toolchain variables (no API keys), no core
-dumps, a file-size limit, a network namespace of its own where `unshare` permits (no network at all, not even
-loopback), and a wall-clock deadline on every request. A crash, a hang or a poisoned CUDA context ends
+Each attempt gets a fresh worker (forked by a fork server that has imported torch, or started with `python -m`): its
+own process group (killed whole afterwards), a throw-away working directory that is also its HOME and TMPDIR, an
+environment scrubbed of everything but toolchain variables (no API keys), no core dumps, a file-size limit, a network
+namespace of its own where `unshare` permits (no network at all, not even loopback), and a wall-clock deadline on every
+request. A crash, a hang or a poisoned CUDA context ends
 only this worker; the caller turns it into a clean status.
 """
 
@@ -76,9 +77,10 @@ def _worker_env(workdir: Path, cache_dir: Path, extra: dict[str, str] | None) ->
 
 
 class _Started:
-    """A worker process started ahead of use: its own workdir, log and pipes; it imports torch while it waits."""
+    """A worker process started ahead of use: its own workdir, log and pipes; it imports torch while it waits (or is
+    forked by `server`, with torch already imported)."""
 
-    def __init__(self, cache_dir: Path, extra_env: dict[str, str], isolate_network: bool):
+    def __init__(self, cache_dir: Path, extra_env: dict[str, str], isolate_network: bool, server=None):
         self.workdir = Path(tempfile.mkdtemp(prefix="musacoder-cand-"))
         self.log_path = self.workdir / "worker.log"
         p2c_r, p2c_w = os.pipe()
@@ -86,13 +88,23 @@ class _Started:
         for fd in (p2c_w, c2p_w):
             protocol.widen_pipe(fd)
         log = open(self.log_path, "wb")
+        env = _worker_env(self.workdir, cache_dir, extra_env)
         try:
-            prefix = list(isolation_prefix()) if isolate_network else []
-            self.proc = subprocess.Popen(
-                prefix + [sys.executable, "-m", "musacoder.judge.worker", str(p2c_r), str(c2p_w)],
-                cwd=self.workdir, env=_worker_env(self.workdir, cache_dir, extra_env),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(p2c_r, c2p_w), start_new_session=True,
-            )
+            self.proc = None
+            if server is not None:
+                from musacoder.judge.forkserver import ForkServerError
+
+                try:
+                    self.proc = server.spawn((p2c_r, c2p_w, log.fileno()), self.workdir, env)
+                except ForkServerError:
+                    self.proc = None  # started the plain way below
+            if self.proc is None:
+                prefix = list(isolation_prefix()) if isolate_network else []
+                self.proc = subprocess.Popen(
+                    prefix + [sys.executable, "-m", "musacoder.judge.worker", str(p2c_r), str(c2p_w)],
+                    cwd=self.workdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    pass_fds=(p2c_r, c2p_w), start_new_session=True,
+                )
         finally:
             log.close()
             os.close(p2c_r)
@@ -187,7 +199,9 @@ def prestarted_workers(n: int):
 
 
 class Sandbox:
-    """Context manager around one worker process."""
+    """Context manager around one worker process. With `use_prestarted` (the default) the worker is forked by the
+    configuration's fork server (`musacoder.judge.forkserver`) and, for GPU verifications in a batch, may have been
+    started ahead; without it, a plain `python -m musacoder.judge.worker` process (the retry after a start failure)."""
 
     def __init__(self, cache_dir: Path, env: dict[str, str] | None = None, keep_workdir: bool = False,
                  memory_limit_gb: float | None = None, isolate_network: bool = True, use_prestarted: bool = True,
@@ -206,8 +220,21 @@ class Sandbox:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         key = (str(self.cache_dir), tuple(sorted(self.extra_env.items())), self.isolate_network)
 
+        server = None
+        if self.use_prestarted:
+            from musacoder.judge.forkserver import FORK_SERVERS, ForkServer
+
+            def make_server() -> ForkServer:
+                workdir = Path(tempfile.mkdtemp(prefix="musacoder-forkserver-"))
+                prefix = list(isolation_prefix()) if self.isolate_network else []
+                return ForkServer(_worker_env(workdir, self.cache_dir, self.extra_env), workdir, prefix,
+                                  self.start_timeout_s)
+
+            # the cache folder only matters to a worker's own environment (sent with each fork), not to the imports
+            server = FORK_SERVERS.get((key[1], self.isolate_network), make_server)
+
         def start() -> _Started:
-            return _Started(self.cache_dir, self.extra_env, self.isolate_network)
+            return _Started(self.cache_dir, self.extra_env, self.isolate_network, server)
 
         # Only GPU verifications use workers started ahead: there the CPU has room while the GPU stages run. For CPU
         # verifications the extra starts compete with the work itself (0.8x throughput measured on 2 cores).

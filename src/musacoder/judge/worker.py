@@ -1,7 +1,7 @@
 """The candidate worker: the only process that imports and runs candidate code.
 
-Started by `musacoder.judge.sandbox` as `python -m musacoder.judge.worker FD_IN FD_OUT` in its own process group, in a
-throw-away working directory, with a scrubbed environment. It never receives reference outputs: it gets inputs,
+Started by `musacoder.judge.sandbox` (forked by `musacoder.judge.forkserver`, or as `python -m musacoder.judge.worker
+FD_IN FD_OUT`) in its own process group, in a throw-away working directory, with a scrubbed environment. It never receives reference outputs: it gets inputs,
 returns the candidate's outputs (and the inputs as they are after the call), the aten ops the profiler saw and the
 kernel launches the build/launch hooks counted. Timers are captured before any candidate code is imported.
 """
@@ -509,8 +509,10 @@ def _trim_tb(e: BaseException, limit: int = 4000) -> str:
     return text if len(text) <= limit else "…" + text[-limit:]
 
 
-def main() -> None:
-    fd_in, fd_out = int(sys.argv[1]), int(sys.argv[2])
+def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
+    """Serve one candidate over the protocol pipes (from argv, or given by the fork server's child)."""
+    if fd_in is None or fd_out is None:
+        fd_in, fd_out = int(sys.argv[1]), int(sys.argv[2])
     os.dup2(2, 1)  # candidate prints go to the log, never into the protocol
     import resource
 

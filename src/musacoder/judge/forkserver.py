@@ -1,0 +1,349 @@
+"""A fork server for candidate workers: Python and torch imported once, a fresh process per candidate still.
+
+Starting a worker with `python -m musacoder.judge.worker` imports torch every time: 2 s of CPU on an idle core, and
+8 s or more of wall time when 14 workers start at once beside builds (measured on the H200 machine). The fork server
+is started once per worker configuration (cache folder, toolchain variables, device, memory limit, network
+isolation), with the same scrubbed environment and in the same network namespace a worker would get. It imports
+torch and the worker's modules, and never creates a CUDA context, never starts a thread pool and never sees candidate
+code. For each worker it forks a child, which then:
+
+- starts a session of its own (its own process group, killed whole afterwards, as before);
+- keeps only its two protocol pipes and its log (every other inherited descriptor is closed, the server's control
+  socket first);
+- takes its own working directory and environment (HOME and TMPDIR are its throw-away folder);
+- runs `worker.main`, which sets the resource limits, starts the thread pool and the CUDA context, and says `ready`.
+
+So each candidate still gets a process no other candidate ran in; only the imports are shared, copy-on-write. PyTorch's
+own DataLoader forks after importing torch in the same way. CUDA cannot survive a fork, so the server checks that it
+never initialised CUDA and refuses to start otherwise.
+
+The trusted side (`ForkServer`) talks to the server over a Unix `SOCK_SEQPACKET` socket pair: a request carries the
+child's descriptors (`SCM_RIGHTS`), its folder and environment; the server answers with the child's pid and later
+reports its exit status (it reaps its children). `FORK_SERVERS` keeps one server per configuration for the life of the
+trusted process; `MUSACODER_FORK_SERVER=0` turns it off (every worker is then started with `python -m`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+PRELOAD = ("torch", "torch.profiler", "torch.utils.cpp_extension", "musacoder.judge.worker", "musacoder.judge.protocol",
+           "musacoder.judge.inputs", "musacoder.legality.runtime", "musacoder.build.cache", "musacoder.tasks",
+           "musacoder.records")
+_MAX_MSG = 1 << 20
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The server side (runs as `python -m musacoder.judge.forkserver FD`)
+def _child(req: dict, fds: list[int]) -> None:
+    """In the forked child: become a fresh worker, then run it. Never returns."""
+    code = 70
+    try:
+        os.setsid()
+        fd_in, fd_out, log = fds
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        # the protocol pipes go to 3 and 4 (dup first: they may already sit there), then nothing else stays open
+        fd_in, fd_out = os.dup(fd_in), os.dup(fd_out)
+        os.dup2(fd_in, 3)
+        os.dup2(fd_out, 4)
+        os.closerange(5, _max_fd())
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        tempfile.tempdir = None  # TMPDIR is the child's own folder now
+        from musacoder.judge import worker
+
+        worker.main(3, 4)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001 - reported in the worker's log; the trusted side sees a start failure
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def _max_fd() -> int:
+    try:
+        return max(int(x) for x in os.listdir("/proc/self/fd")) + 1
+    except (OSError, ValueError):
+        return os.sysconf("SC_OPEN_MAX")
+
+
+def _send(sock: socket.socket, msg: dict) -> None:
+    sock.send(json.dumps(msg).encode())
+
+
+def serve(fd: int) -> None:
+    sock = socket.socket(fileno=fd)
+    import importlib
+
+    try:
+        for name in PRELOAD:
+            importlib.import_module(name)
+        import torch
+
+        if torch.cuda.is_initialized():
+            raise RuntimeError("CUDA was initialised while importing; a forked worker could not use it")
+    except BaseException as e:  # noqa: BLE001
+        _send(sock, {"ready": False, "error": f"{type(e).__name__}: {e}"})
+        return
+    _send(sock, {"ready": True, "pid": os.getpid()})
+    while True:
+        while True:  # reap children and report their exit (as Popen.returncode: -N for signal N)
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+        ready, _, _ = select.select([sock], [], [], 0.05)
+        if not ready:
+            continue
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, _MAX_MSG, 3)
+        except OSError:
+            return
+        if not data:
+            return  # the trusted process is gone; its workers are killed by it or live out their own deadline
+        req = json.loads(data)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError as e:
+            for f in fds:
+                os.close(f)
+            _send(sock, {"started": req["id"], "error": str(e)})
+            continue
+        if pid == 0:
+            sock.close()
+            _child(req, fds)
+        for f in fds:
+            os.close(f)
+        _send(sock, {"started": req["id"], "pid": pid})
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The trusted side
+class ForkServerError(RuntimeError):
+    pass
+
+
+class ForkedProcess:
+    """The slice of `subprocess.Popen` the sandbox uses (pid, poll, wait, returncode), for a child of the fork server."""
+
+    def __init__(self, server: "ForkServer", pid: int):
+        self.server, self.pid, self.returncode = server, pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.server.exit_code(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+            self.server.wait_for_exit(self.pid, 0.5 if left is None else min(left, 0.5))
+        return self.returncode
+
+
+class ForkServer:
+    """One running fork server (see the module's docstring) and the reader of its reports."""
+
+    def __init__(self, env: dict[str, str], workdir: Path, prefix: list[str], start_timeout_s: float = 180.0):
+        self.workdir = workdir
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        log = open(workdir / "forkserver.log", "wb")
+        try:
+            self.proc = subprocess.Popen(
+                prefix + [sys.executable, "-m", "musacoder.judge.forkserver", str(theirs.fileno())],
+                cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(theirs.fileno(),),
+                start_new_session=True)
+        finally:
+            log.close()
+            theirs.close()
+        self.sock = ours
+        self._cv = threading.Condition()
+        self._send_lock = threading.Lock()
+        self._started: dict[int, dict] = {}
+        self._exits: dict[int, int] = {}
+        self._live: set[int] = set()
+        self._next_id = 0
+        self.alive = False
+        ready, _, _ = select.select([ours], [], [], start_timeout_s)
+        hello = json.loads(ours.recv(_MAX_MSG) or b"{}") if ready else {}
+        if not hello.get("ready"):
+            self.close()
+            raise ForkServerError(f"the fork server did not start: {hello.get('error') or 'no reply'}; "
+                                  f"log: {self.log_tail()}")
+        self.alive = True
+        threading.Thread(target=self._read, daemon=True, name="musacoder-forkserver").start()
+
+    def log_tail(self, n: int = 1500) -> str:
+        try:
+            return (self.workdir / "forkserver.log").read_bytes()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(_MAX_MSG)
+            except OSError:
+                data = b""
+            with self._cv:
+                if not data:
+                    self.alive = False
+                    self._cv.notify_all()
+                    return
+                msg = json.loads(data)
+                if "started" in msg:
+                    self._started[msg["started"]] = msg
+                elif "exit" in msg:
+                    self._exits[msg["exit"]] = msg["code"]
+                    self._live.discard(msg["exit"])
+                self._cv.notify_all()
+
+    def spawn(self, fds: tuple[int, int, int], cwd: Path, env: dict[str, str], timeout_s: float = 60.0) -> ForkedProcess:
+        """Fork a worker with these (protocol in, protocol out, log) descriptors; raises ForkServerError when the
+        server is gone or does not answer (the caller then starts the worker the plain way)."""
+        with self._cv:
+            if not self.alive:
+                raise ForkServerError("the fork server is not running")
+            rid = self._next_id
+            self._next_id += 1
+        payload = json.dumps({"id": rid, "cwd": str(cwd), "env": env}).encode()
+        try:
+            with self._send_lock:
+                socket.send_fds(self.sock, [payload], list(fds))
+        except OSError as e:
+            raise ForkServerError(f"the fork server is not reachable: {e}") from None
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while rid not in self._started and self.alive and time.monotonic() < deadline:
+                self._cv.wait(max(0.0, deadline - time.monotonic()))
+            got = self._started.pop(rid, None)
+            if got is not None and "pid" in got:
+                self._live.add(got["pid"])
+        if got is None or "pid" not in got:
+            raise ForkServerError((got or {}).get("error") or "the fork server did not fork")
+        return ForkedProcess(self, got["pid"])
+
+    def busy(self) -> bool:
+        """Whether a worker it forked is still running."""
+        with self._cv:
+            return bool(self._live)
+
+    def exit_code(self, pid: int) -> int | None:
+        with self._cv:
+            if pid in self._exits:
+                return self._exits.pop(pid)
+            alive = self.alive
+        if alive:
+            return None
+        # the server is gone, so nobody reports this child's exit: look at it directly
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return -signal.SIGKILL  # gone; its status was lost with the server
+        return -signal.SIGKILL if state in ("Z", "X") else None
+
+    def wait_for_exit(self, pid: int, timeout: float) -> None:
+        with self._cv:
+            if pid not in self._exits and self.alive:
+                self._cv.wait(timeout)
+
+    def close(self) -> None:
+        self.alive = False
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class _Registry:
+    """One fork server per worker configuration, started on first use; a configuration whose server failed to start
+    is not tried again (its workers start the plain way). At most `max_servers` run at once (each holds about 0.5 GB
+    of imports): a new configuration closes the least recently used server that has no worker running."""
+
+    def __init__(self, max_servers: int = 4):
+        self._lock = threading.Lock()
+        self._servers: dict[tuple, ForkServer | None] = {}  # in order of last use
+        self.max_servers = max_servers
+        self.errors: list[str] = []
+        atexit.register(self.clear)
+
+    @staticmethod
+    def enabled() -> bool:
+        return os.environ.get("MUSACODER_FORK_SERVER", "1") not in ("0", "false", "no", "off")
+
+    def get(self, key: tuple, make) -> ForkServer | None:
+        if not self.enabled():
+            return None
+        with self._lock:  # one start per key; other callers wait for it (it costs what one worker start costs)
+            if key in self._servers:
+                server = self._servers.pop(key)
+                self._servers[key] = server  # most recently used last
+                if server is None or server.alive:
+                    return server
+                server.close()  # it died: start another
+            running = [k for k, s in self._servers.items() if s is not None and s.alive]
+            for k in running[: max(0, len(running) - self.max_servers + 1)]:
+                if not self._servers[k].busy():
+                    self._servers.pop(k).close()
+            try:
+                server = make()
+            except (ForkServerError, OSError) as e:
+                self.errors.append(str(e))
+                print(f"musacoder: {e}; workers of this configuration start without it", file=sys.stderr)
+                server = None
+            self._servers[key] = server
+            return server
+
+    def clear(self) -> None:
+        with self._lock:
+            servers, self._servers = self._servers, {}
+        for s in servers.values():
+            if s is not None:
+                s.close()
+
+
+FORK_SERVERS = _Registry()
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))
