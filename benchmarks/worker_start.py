@@ -1,0 +1,103 @@
+"""Worker start cost and warm verification throughput: fork server against `python -m` workers, in the same run.
+
+    python benchmarks/worker_start.py --starts 8 --verdicts 12 --workers 2 --json worker_start.json
+
+1. Start latency: seconds until a worker says `ready`, `--starts` workers one after another, then the same number at
+   once, for each mode.
+2. Warm throughput: `--verdicts` verifications of `examples/candidates/relu_cpu.py` (CPU backend, build cached by a
+   first verification), `--workers` at once, for each mode; modes alternate over `--rounds` rounds so drift on a
+   noisy machine hits both.
+Prints a table and writes JSON. Modes: `fork` (the default, `musacoder.judge.forkserver`) and `plain`
+(`MUSACODER_FORK_SERVER=0`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _mode(name: str) -> None:
+    os.environ["MUSACODER_FORK_SERVER"] = "1" if name == "fork" else "0"
+
+
+def start_seconds(cache: Path, n: int, concurrent: bool) -> list[float]:
+    from musacoder.judge.sandbox import Sandbox
+
+    def one(_):
+        t0 = time.monotonic()
+        with Sandbox(cache):
+            return time.monotonic() - t0
+
+    if not concurrent:
+        return [one(i) for i in range(n)]
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def warm_throughput(cache: Path, n: int, workers: int) -> float:
+    from musacoder.config import VerifyConfig
+    from musacoder.judge.batch import VerifyJob, verify_many
+    from musacoder.tasks import load_task
+
+    task = load_task(ROOT / "examples/tasks/relu.py")
+    cand = (ROOT / "examples/candidates/relu_cpu.py").read_text()
+    cfg = VerifyConfig(cache_dir=cache, repeats=5, max_repeats=20, time_budget_s=0.5)
+    jobs = [VerifyJob(str(i), task, cand, "cpu") for i in range(n)]
+    t0 = time.monotonic()
+    statuses = [v.status for _, v in verify_many(jobs, workers=workers, config=cfg)]
+    secs = time.monotonic() - t0
+    bad = [s for s in statuses if s != "ok"]
+    if bad:
+        raise SystemExit(f"warm verifications failed: {bad}")
+    return 60 * n / secs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--starts", type=int, default=8)
+    ap.add_argument("--verdicts", type=int, default=12)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--json", type=Path, default=None)
+    a = ap.parse_args()
+    from musacoder.judge.forkserver import FORK_SERVERS
+
+    cache = Path(tempfile.mkdtemp(prefix="mc-worker-start-"))
+    _mode("plain")
+    warm_throughput(cache, 1, 1)  # builds relu_cpu once: every later verification loads it from the cache
+    res: dict = {m: {"sequential_s": [], "concurrent_s": [], "verdicts_per_min": []} for m in ("fork", "plain")}
+    for r in range(a.rounds):
+        for m in (("fork", "plain") if r % 2 == 0 else ("plain", "fork")):
+            _mode(m)
+            FORK_SERVERS.clear()  # each round pays its server's start, as a fresh batch would
+            res[m]["sequential_s"] += start_seconds(cache, a.starts, False)
+            res[m]["concurrent_s"] += start_seconds(cache, a.starts, True)
+            res[m]["verdicts_per_min"].append(warm_throughput(cache, a.verdicts, a.workers))
+            print(f"round {r} {m:5s}: {res[m]['verdicts_per_min'][-1]:.1f} verdicts/min", flush=True)
+    FORK_SERVERS.clear()
+    summary = {m: {"start_median_s": statistics.median(x["sequential_s"]), "start_max_s": max(x["sequential_s"]),
+                   f"start_{a.starts}_at_once_median_s": statistics.median(x["concurrent_s"]),
+                   "verdicts_per_min": statistics.fmean(x["verdicts_per_min"])} for m, x in res.items()}
+    print(f"\n| mode | start median s (max) | {a.starts} at once, median s | warm verdicts/min ({a.workers} workers) |")
+    print("|---|---|---|---|")
+    for m, x in summary.items():
+        print(f"| {m} | {x['start_median_s']:.3f} ({x['start_max_s']:.2f}) | "
+              f"{x[f'start_{a.starts}_at_once_median_s']:.3f} | {x['verdicts_per_min']:.1f} |")
+    ratio = summary["fork"]["verdicts_per_min"] / summary["plain"]["verdicts_per_min"]
+    print(f"fork / plain warm throughput: {ratio:.2f}x")
+    if a.json:
+        a.json.write_text(json.dumps({"args": vars(a) | {"json": str(a.json)}, "raw": res, "summary": summary,
+                                      "ratio": ratio, "cpus": os.cpu_count()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
