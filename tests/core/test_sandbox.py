@@ -214,3 +214,17 @@ def test_fork_servers_are_bounded_and_a_busy_one_is_kept(tmp_path, monkeypatch):
     with Sandbox(tmp_path, env={"MUSACODER_T": "c"}):  # now idle: the least recently used goes
         assert not first.alive
     reg.clear()
+
+
+def test_workers_of_every_gpu_share_one_fork_server(tmp_path):
+    """The GPU and the memory limit are read after the fork: eight GPUs need one server, not eight."""
+    from musacoder.judge.forkserver import FORK_SERVERS
+
+    servers = set()
+    for env in ({"MUSACODER_PREWARM_DEVICE": "cuda:0"}, {"MUSACODER_PREWARM_DEVICE": "cuda:1"},
+                {"MUSACODER_PREWARM_DEVICE": "cuda:1", "MUSACODER_AS_LIMIT": str(64 << 30)}):
+        with Sandbox(tmp_path / "cache", env=env) as sb:
+            servers.add(sb.proc.server)
+    assert len(servers) == 1
+    assert FORK_SERVERS.key({"MUSACODER_PREWARM_DEVICE": "cuda:0", "CUDA_HOME": "/a"}, True) == \
+        FORK_SERVERS.key({"CUDA_HOME": "/a"}, True) != FORK_SERVERS.key({"CUDA_HOME": "/b"}, True)

@@ -43,6 +43,9 @@ PRELOAD = ("torch", "torch.profiler", "torch.utils.cpp_extension", "musacoder.ju
            "musacoder.judge.inputs", "musacoder.legality.runtime", "musacoder.build.cache", "musacoder.tasks",
            "musacoder.records")
 _MAX_MSG = 1 << 20
+# Variables a worker reads only after the fork (its GPU, its address-space limit): they do not need servers of their
+# own, so one server forks the workers of every GPU of a host.
+AFTER_FORK_VARS = ("MUSACODER_PREWARM_DEVICE", "MUSACODER_AS_LIMIT")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -310,6 +313,11 @@ class _Registry:
     @staticmethod
     def enabled() -> bool:
         return os.environ.get("MUSACODER_FORK_SERVER", "1") not in ("0", "false", "no", "off")
+
+    @staticmethod
+    def key(extra_env: dict[str, str], isolate_network: bool) -> tuple:
+        """Workers whose configurations differ only in what they read after the fork share a server."""
+        return tuple(sorted((k, v) for k, v in extra_env.items() if k not in AFTER_FORK_VARS)), isolate_network
 
     def get(self, key: tuple, make) -> ForkServer | None:
         if not self.enabled():

@@ -222,16 +222,17 @@ class Sandbox:
 
         server = None
         if self.use_prestarted:
-            from musacoder.judge.forkserver import FORK_SERVERS, ForkServer
+            from musacoder.judge.forkserver import AFTER_FORK_VARS, FORK_SERVERS, ForkServer
 
             def make_server() -> ForkServer:
                 workdir = Path(tempfile.mkdtemp(prefix="musacoder-forkserver-"))
                 prefix = list(isolation_prefix()) if self.isolate_network else []
-                return ForkServer(_worker_env(workdir, self.cache_dir, self.extra_env), workdir, prefix,
-                                  self.start_timeout_s)
+                shared = {k: v for k, v in self.extra_env.items() if k not in AFTER_FORK_VARS}
+                return ForkServer(_worker_env(workdir, self.cache_dir, shared), workdir, prefix, self.start_timeout_s)
 
-            # the cache folder only matters to a worker's own environment (sent with each fork), not to the imports
-            server = FORK_SERVERS.get((key[1], self.isolate_network), make_server)
+            # the cache folder, the GPU and the memory limit only matter to a worker's own environment (sent with each
+            # fork), not to the imports
+            server = FORK_SERVERS.get(FORK_SERVERS.key(self.extra_env, self.isolate_network), make_server)
 
         def start() -> _Started:
             return _Started(self.cache_dir, self.extra_env, self.isolate_network, server)
