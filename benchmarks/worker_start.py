@@ -7,6 +7,8 @@
 2. Warm throughput: `--verdicts` verifications of `examples/candidates/relu_cpu.py` (CPU backend, build cached by a
    first verification), `--workers` at once, for each mode; modes alternate over `--rounds` rounds so drift on a
    noisy machine hits both.
+3. With `--gpu cuda:0`: GPU worker starts (CUDA context, profiler, timer warm-up), one after another and all at once,
+   with each worker's own account of where its start went.
 Prints a table and writes JSON. Modes: `fork` (the default, `musacoder.judge.forkserver`) and `plain`
 (`MUSACODER_FORK_SERVER=0`).
 """
@@ -23,18 +25,29 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+GPU_PARTS: list[dict] = []
 
 
 def _mode(name: str) -> None:
     os.environ["MUSACODER_FORK_SERVER"] = "1" if name == "fork" else "0"
 
 
-def start_seconds(cache: Path, n: int, concurrent: bool) -> list[float]:
+def start_seconds(cache: Path, n: int, concurrent: bool, gpu: str | None = None) -> list[float]:
+    """Seconds until each worker is ready. With `gpu`, workers are started as for a GPU verification (toolchain
+    variables, CUDA context, profiler and timer warm-up before `ready`), and each worker's own account of its start is
+    kept in GPU_PARTS."""
     from musacoder.judge.sandbox import Sandbox
+
+    env = {}
+    if gpu:
+        from musacoder.build.cache import toolchain_env
+
+        env = {**toolchain_env(gpu), "MUSACODER_PREWARM_DEVICE": gpu}
 
     def one(_):
         t0 = time.monotonic()
-        with Sandbox(cache):
+        with Sandbox(cache, env=env) as sb:
+            GPU_PARTS.append(sb.start_report)
             return time.monotonic() - t0
 
     if not concurrent:
@@ -68,9 +81,34 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--gpu", default=None, help="also start workers for this GPU (e.g. cuda:0): --starts one after "
+                    "another and --starts at once per mode, with each worker's account of its start")
     a = ap.parse_args()
     from musacoder.judge.forkserver import FORK_SERVERS
 
+    if a.gpu:
+        gpu_res = {}
+        for m in ("fork", "plain"):
+            _mode(m)
+            FORK_SERVERS.clear()
+            start_seconds(Path(tempfile.mkdtemp()), 1, False, a.gpu)  # the server's own start is not counted
+            row = {}
+            for how in ("sequential", "concurrent"):
+                GPU_PARTS.clear()
+                walls = start_seconds(Path(tempfile.mkdtemp()), a.starts, how == "concurrent", a.gpu)
+                parts = {k: statistics.median(p.get(k, 0.0) for p in GPU_PARTS) for k in GPU_PARTS[0]}
+                row[how] = {"ready_median_s": statistics.median(walls), "ready_max_s": max(walls),
+                            "worker_parts_median_s": parts}
+                print(f"gpu {m:5s} {how:10s}: ready median {row[how]['ready_median_s']:.2f} s, max "
+                      f"{row[how]['ready_max_s']:.2f} s; parts {({k: round(x, 3) for k, x in parts.items()})}",
+                      flush=True)
+            gpu_res[m] = row
+        FORK_SERVERS.clear()
+        if a.json:
+            a.json.with_suffix(".gpu.json").write_text(json.dumps(gpu_res, indent=1))
+
+    if not a.verdicts:
+        return
     cache = Path(tempfile.mkdtemp(prefix="mc-worker-start-"))
     _mode("plain")
     warm_throughput(cache, 1, 1)  # builds relu_cpu once: every later verification loads it from the cache

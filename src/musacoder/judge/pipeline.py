@@ -7,6 +7,7 @@ outputs, and compares; the candidate only ever runs inside a `Sandbox` worker, w
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import threading
@@ -251,6 +252,9 @@ class _Run:
         need = device_footprint(module) if device.startswith("cuda") else 0
         with DEVICE_SLOTS.assign(device, need) as dev, self._sandbox(backend, dev, fresh=fresh) as sb:
             self.device = self.v.device = dev
+            # the wait for a ready worker, and (for diagnosis) what the worker says its start cost, part by part
+            v.stage_s["worker_start"] = round(sb.ready_wait_s, 4)
+            v.stage_s.update({f"worker.{k}": round(x, 4) for k, x in sb.start_report.items() if math.isfinite(x)})
             try:
                 return self._in_sandbox(sb, module, code, backend, dev)
             except WorkerTimeout as e:

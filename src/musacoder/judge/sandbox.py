@@ -215,6 +215,8 @@ class Sandbox:
         if memory_limit_gb:
             self.extra_env["MUSACODER_AS_LIMIT"] = str(int(memory_limit_gb * (1 << 30)))
         self.proc: subprocess.Popen | None = None
+        self.ready_wait_s = 0.0  # seconds __enter__ waited for a ready worker
+        self.start_report: dict[str, float] = {}  # the worker's own start, part by part (seconds; it says so itself)
 
     def __enter__(self) -> "Sandbox":
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -240,6 +242,7 @@ class Sandbox:
         # Only GPU verifications use workers started ahead: there the CPU has room while the GPU stages run. For CPU
         # verifications the extra starts compete with the work itself (0.8x throughput measured on 2 cores).
         ahead = self.use_prestarted and PRESTART.target and "MUSACODER_PREWARM_DEVICE" in self.extra_env
+        t0 = time.monotonic()
         w = PRESTART.take(key, start) if ahead else start()
         self.workdir, self.log_path, self.proc = w.workdir, w.log_path, w.proc
         self.to_worker, self.from_worker = w.to_worker, w.from_worker
@@ -248,6 +251,7 @@ class Sandbox:
         except BaseException:
             self.close()
             raise
+        self.ready_wait_s = time.monotonic() - t0
         return self
 
     def _await_ready(self) -> None:
@@ -260,6 +264,8 @@ class Sandbox:
         if not hello.get("ready"):
             raise WorkerStartFailed(f"the worker failed while starting: {str(hello.get('error', hello))[-1500:]}",
                                     self.log_tail())
+        report = hello.get("start_s")
+        self.start_report = {str(k): float(x) for k, x in report.items()} if isinstance(report, dict) else {}
 
     def request(self, msg: dict, timeout_s: float) -> dict:
         """Send one request and wait for its reply, at most `timeout_s` seconds."""

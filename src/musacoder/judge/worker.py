@@ -41,6 +41,7 @@ class Worker:
         self.backend = "cpu"
         self.static_kernels: list[str] = []
         self._warmed: str | None = None
+        self.start_s: dict[str, float] = {}  # seconds of each part of this worker's start (reported with `ready`)
 
     # -- helpers -----------------------------------------------------------------------------------------------
     def _poison_allocator(self, inputs) -> None:
@@ -119,13 +120,18 @@ class Worker:
         if not (self.device.startswith("cuda") and torch.cuda.is_available()) or self._warmed == self.device:
             return
         self._warmed = self.device
+        t0 = time.perf_counter()
         torch.cuda.set_device(torch.device(self.device))
         x = torch.ones(1024, device=self.device)
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
         acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
         with torch.profiler.profile(activities=acts):
             x.add_(1)
             torch.cuda.synchronize()
+        t2 = time.perf_counter()
         self.timer_overhead_ms = self._timer_overhead()
+        self.start_s.update(cuda_context=t1 - t0, profiler=t2 - t1, timer_overhead=time.perf_counter() - t2)
 
     def _timer_overhead(self, n: int = 31) -> float:
         """Median of empty timed regions (the pre-roll, the device synchronise and the end event's own latency), measured
@@ -511,6 +517,7 @@ def _trim_tb(e: BaseException, limit: int = 4000) -> str:
 
 def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
     """Serve one candidate over the protocol pipes (from argv, or given by the fork server's child)."""
+    t0 = time.perf_counter()
     if fd_in is None or fd_out is None:
         fd_in, fd_out = int(sys.argv[1]), int(sys.argv[2])
     os.dup2(2, 1)  # candidate prints go to the log, never into the protocol
@@ -529,6 +536,7 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
         global _EVENT, _SLEEP
         _EVENT, _SLEEP = worker.torch.cuda.Event, worker.torch.cuda._sleep  # captured before any candidate code runs
         worker.torch.ones(1 << 16).sum()  # start the intra-op thread pool before any candidate code runs
+        worker.start_s["python_torch"] = time.perf_counter() - t0
         prewarm = os.environ.get("MUSACODER_PREWARM_DEVICE")
         if prewarm:  # a worker started ahead for a known GPU: make its CUDA context while it waits for work
             worker.device = prewarm
@@ -537,7 +545,7 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
     except BaseException as e:  # noqa: BLE001 - e.g. no device memory left for a CUDA context
         protocol.send(fd_out, {"ok": False, "ready": False, "kind": "infra_error", "error": _trim_tb(e), "where": "start"})
         return
-    protocol.send(fd_out, {"ok": True, "ready": True})
+    protocol.send(fd_out, {"ok": True, "ready": True, "start_s": worker.start_s})
     while True:
         try:
             msg = protocol.recv(fd_in)
