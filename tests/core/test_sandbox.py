@@ -144,6 +144,7 @@ def test_forked_workers_are_fresh_processes_with_their_own_session_folder_and_de
     probe = ("import json, os, tempfile, torch\n"
              "json.dump({'home': os.environ.get('HOME'), 'tmp': tempfile.gettempdir(), 'cwd': os.getcwd(),\n"
              "           'threads': torch.get_num_threads(), 'add_patched': getattr(torch.add, 'patched', False),\n"
+             "           'cuda_refused': torch.cuda._is_in_bad_fork(),\n"
              "           'fds': sorted(int(f) for f in os.listdir('/proc/self/fd'))}, open('probe.json', 'w'))\n"
              "torch.set_num_threads(1)\n"
              "def add(*a, **k): pass\n"
@@ -161,6 +162,7 @@ def test_forked_workers_are_fresh_processes_with_their_own_session_folder_and_de
                 assert os.readlink(f"/proc/{sb.proc.pid}/ns/net") != os.readlink("/proc/self/ns/net")
             seen.append(got)
             assert got["home"] == got["tmp"] == got["cwd"] == str(sb.workdir)
+            assert not got["cuda_refused"]  # torch would refuse CUDA had the server asked the driver anything
             assert set(got["fds"]) <= {0, 1, 2, 3, 4, 5}  # stdin, log ×2, the two pipes (and listdir's own)
     assert not seen[1]["add_patched"] and seen[1]["threads"] == seen[0]["threads"]
     assert any(s is not None for s in FORK_SERVERS._servers.values())
@@ -228,3 +230,15 @@ def test_workers_of_every_gpu_share_one_fork_server(tmp_path):
     assert len(servers) == 1
     assert FORK_SERVERS.key({"MUSACODER_PREWARM_DEVICE": "cuda:0", "CUDA_HOME": "/a"}, True) == \
         FORK_SERVERS.key({"CUDA_HOME": "/a"}, True) != FORK_SERVERS.key({"CUDA_HOME": "/b"}, True)
+
+
+def test_the_fork_server_refuses_to_start_where_its_children_could_not_use_cuda():
+    """Counting GPUs before a fork makes torch refuse CUDA in the child; the server's probe catches that."""
+    code = ("import torch, sys\n"
+            "from musacoder.judge import forkserver\n"
+            "if sys.argv[1] == 'poisoned': torch.cuda.is_available()\n"
+            "try:\n    forkserver._preload()\nexcept RuntimeError as e:\n    print('refused:', e)\nelse:\n    print('ok')\n")
+    out = {how: subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True, timeout=120).stdout
+           for how in ("clean", "poisoned")}
+    assert out["clean"].strip() == "ok"
+    assert out["poisoned"].startswith("refused:") and "forked" in out["poisoned"]

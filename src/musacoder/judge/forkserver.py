@@ -4,8 +4,8 @@ Starting a worker with `python -m musacoder.judge.worker` imports torch every ti
 8 s or more of wall time when 14 workers start at once beside builds (measured on the H200 machine). The fork server
 is started once per worker configuration (cache folder, toolchain variables, device, memory limit, network
 isolation), with the same scrubbed environment and in the same network namespace a worker would get. It imports
-torch and the worker's modules, and never creates a CUDA context, never starts a thread pool and never sees candidate
-code. For each worker it forks a child, which then:
+torch and the worker's modules, and never asks the GPU driver anything, never starts a thread pool and never sees
+candidate code. For each worker it forks a child, which then:
 
 - starts a session of its own (its own process group, killed whole afterwards, as before);
 - keeps only its two protocol pipes and its log (every other inherited descriptor is closed, the server's control
@@ -14,8 +14,11 @@ code. For each worker it forks a child, which then:
 - runs `worker.main`, which sets the resource limits, starts the thread pool and the CUDA context, and says `ready`.
 
 So each candidate still gets a process no other candidate ran in; only the imports are shared, copy-on-write. PyTorch's
-own DataLoader forks after importing torch in the same way. CUDA cannot survive a fork, so the server checks that it
-never initialised CUDA and refuses to start otherwise.
+own DataLoader forks after importing torch in the same way. CUDA cannot survive a fork, and torch refuses CUDA in the
+child of any process that so much as counted its GPUs (on the H200 every forked worker failed its start while the import of
+`torch.utils.cpp_extension`, which calls `torch.cuda.is_available()`, reached the driver). So the
+server imports without asking the driver, then forks a probe child to check that CUDA is still allowed there, and
+refuses to start otherwise (workers then start with `python -m`).
 
 The trusted side (`ForkServer`) talks to the server over a Unix `SOCK_SEQPACKET` socket pair: a request carries the
 child's descriptors (`SCM_RIGHTS`), its folder and environment; the server answers with the child's pid and later
@@ -67,6 +70,10 @@ def _child(req: dict, fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update(req["env"])
         tempfile.tempdir = None  # TMPDIR is the child's own folder now
+        import torch
+
+        if torch.cuda._is_in_bad_fork():  # checked by the server's probe; a worker that cannot use CUDA must not serve
+            raise RuntimeError("torch refuses CUDA in this forked worker")
         from musacoder.judge import worker
 
         worker.main(3, 4)
@@ -97,17 +104,34 @@ def _send(sock: socket.socket, msg: dict) -> None:
     sock.send(json.dumps(msg).encode())
 
 
-def serve(fd: int) -> None:
-    sock = socket.socket(fileno=fd)
+def _preload() -> None:
+    """Import PRELOAD without touching the GPU driver. Asking the driver anything (even `torch.cuda.is_available()`,
+    which `torch.utils.cpp_extension` calls at import only to log a warning) makes torch refuse CUDA in every forked
+    child ("Cannot re-initialize CUDA in forked subprocess"), so that check answers False while importing."""
     import importlib
 
+    import torch
+
+    real = torch.cuda.is_available
+    torch.cuda.is_available = lambda: False
     try:
         for name in PRELOAD:
             importlib.import_module(name)
-        import torch
+    finally:
+        torch.cuda.is_available = real
+    if torch.cuda.is_initialized():
+        raise RuntimeError("CUDA was initialised while importing; a forked worker could not use it")
+    pid = os.fork()  # a probe: would a forked child be allowed to use CUDA?
+    if pid == 0:
+        os._exit(3 if torch.cuda._is_in_bad_fork() else 0)
+    if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
+        raise RuntimeError("importing asked the GPU driver something, so torch refuses CUDA in forked children")
 
-        if torch.cuda.is_initialized():
-            raise RuntimeError("CUDA was initialised while importing; a forked worker could not use it")
+
+def serve(fd: int) -> None:
+    sock = socket.socket(fileno=fd)
+    try:
+        _preload()
     except BaseException as e:  # noqa: BLE001
         _send(sock, {"ready": False, "error": f"{type(e).__name__}: {e}"})
         return
