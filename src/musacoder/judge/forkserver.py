@@ -42,9 +42,11 @@ import threading
 import time
 from pathlib import Path
 
-PRELOAD = ("torch", "torch.profiler", "torch.utils.cpp_extension", "musacoder.judge.worker", "musacoder.judge.protocol",
-           "musacoder.judge.inputs", "musacoder.legality.runtime", "musacoder.build.cache", "musacoder.tasks",
-           "musacoder.records")
+# torch._inductor: the profiler's first start imports it (about 900 modules, sympy among them: 1.5 s on an idle core),
+# and every verification profiles its correctness trials
+PRELOAD = ("torch", "torch.profiler", "torch._inductor", "torch.utils.cpp_extension", "musacoder.judge.worker",
+           "musacoder.judge.protocol", "musacoder.judge.inputs", "musacoder.legality.runtime", "musacoder.build.cache",
+           "musacoder.tasks", "musacoder.records")
 _MAX_MSG = 1 << 20
 # Variables a worker reads only after the fork (its GPU, its address-space limit): they do not need servers of their
 # own, so one server forks the workers of every GPU of a host.
