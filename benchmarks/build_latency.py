@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
@@ -29,6 +30,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--modes", default="exact,fast", help="comma-separated: exact, serial, fast")
     ap.add_argument("--every", type=int, default=1, help="take every N-th candidate (a spread of tasks)")
+    ap.add_argument("--max-input-mb", type=float, default=64, help="task sizes shrunk as in throughput.py: on a GPU "
+                    "the verdict also runs one correctness trial, which at full size (GBs) took longer than the build")
     a = ap.parse_args()
     modes = [m for m in a.modes.split(",") if m]
     env_of = {"exact": ("0", "0"), "serial": ("1", "0"), "fast": ("1", "1")}  # (light headers, parallel nvcc)
@@ -37,10 +40,20 @@ def main() -> None:
     from musacoder.judge.pipeline import verify
     from musacoder.tasks import load_task
 
-    cands = sorted(a.candidates.glob("level*/*.py"))[:: a.every][: a.limit]
+    sys.path.insert(0, str(Path(__file__).parent))
+    from throughput import shrink_overrides  # noqa: E402  (sibling script)
+
+    cands = sorted(a.candidates.glob("level*/*.py"))[:: a.every]
     rows = []
     for c in cands:
-        task = load_task(a.kernelbench_dir / c.parent.name / c.name)
+        if len(rows) >= a.limit:
+            break
+        path = a.kernelbench_dir / c.parent.name / c.name
+        over = shrink_overrides(path, int(a.max_input_mb * 2**20))
+        if over is None:
+            print(f"{c.parent.name}/{c.stem}: skipped (its reference does not run once shrunk)", flush=True)
+            continue
+        task = load_task(path, over)
         row = {"candidate": f"{c.parent.name}/{c.stem}"}
         for mode in modes:  # alternate per candidate so drift hits every mode alike
             os.environ["MUSACODER_FAST_BUILD"], os.environ["MUSACODER_PARALLEL_NVCC"] = env_of[mode]

@@ -3,6 +3,8 @@
 #   T_BL=120 STEPS="smoke buildlat throughput baseline" LIMIT=48 WORKERS=14 T_THR=300 BASE_LIMIT=2 bash benchmarks/h200_run.sh
 #   STEPS="tests fidelity bench" FID_EVERY=6 FID_LIMIT=5 bash benchmarks/h200_run.sh   (chained while the machine is
 #   warm, bench and fidelity reuse the first call's build cache)
+#   STEPS="workerstart throughput buildlat" WS_STARTS=6 LIMIT=48 WORKERS=14 T_THR=300 BL_MODES=fast BL_LIMIT=6 T_BL=120
+#   (what issue 3 still owes after the fork server, in one call)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
@@ -13,7 +15,7 @@
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests throughput baseline"}  # also: smoke buildlat bench rl fidelity multigpu
+STEPS=${STEPS:-"tests throughput baseline"}  # also: smoke workerstart buildlat bench rl fidelity multigpu
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
@@ -26,6 +28,11 @@ if has smoke; then  # one legitimate CUDA candidate end to end; stop here if the
     --candidate examples/candidates/relu_cuda.py --backend cuda --json > "$OUT/smoke.json" 2> "$OUT/smoke.log"
   python3 -c "import json,sys; v=json.load(open('$OUT/smoke.json')); print('smoke', v['status'], v.get('speedup'), v.get('stage_s'), v.get('error'), v.get('violations')); sys.exit(v['status']!='ok')" \
     || { tail -20 "$OUT/smoke.log"; exit 1; }
+fi
+if has workerstart; then  # GPU worker starts, fork server vs python -m, with each worker's account of its start
+  timeout ${T_WS:-90} python3 benchmarks/worker_start.py --gpu cuda:0 --starts ${WS_STARTS:-6} --verdicts 0 \
+    --json "$OUT/worker_start.json" > "$OUT/worker_start.log" 2>&1
+  grep -E "^gpu|Error" "$OUT/worker_start.log" | head -8
 fi
 if has buildlat; then  # one build at a time on the idle machine, fresh caches: light headers with plain vs parallel nvcc
   timeout ${T_BL:-150} python3 benchmarks/build_latency.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \

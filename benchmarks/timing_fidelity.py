@@ -37,10 +37,16 @@ def main() -> None:
     from musacoder.tasks import load_task
 
     cfg = VerifyConfig(trials=2, repeats=30, max_repeats=300, time_budget_s=5.0)
-    chosen = list(pairs(a.kernelbench_dir, a.candidates))[:: a.every][: a.limit]
+    chosen = []
+    for n, t, c in list(pairs(a.kernelbench_dir, a.candidates))[:: a.every]:
+        if len(chosen) >= a.limit:
+            break
+        over = shrink_overrides(t, int(a.max_input_mb * 2**20))
+        if over is None:  # --limit counts the candidates that run, not the ones skipped
+            print(f"  {n}: skipped (its reference does not run once shrunk)", flush=True)
+        else:
+            chosen.append((n, t, c, over))
     jobs = []
-    chosen = [(n, t, c, shrink_overrides(t, int(a.max_input_mb * 2**20))) for n, t, c in chosen]
-    chosen = [x for x in chosen if x[3] is not None]
     for name, task_path, cand, over in chosen:
         task = load_task(task_path, over)
         jobs += [VerifyJob(f"{name}#{k}", task, cand.read_text(), a.backend) for k in range(a.repeats)]
