@@ -242,3 +242,22 @@ def test_the_fork_server_refuses_to_start_where_its_children_could_not_use_cuda(
            for how in ("clean", "poisoned")}
     assert out["clean"].strip() == "ok"
     assert out["poisoned"].startswith("refused:") and "forked" in out["poisoned"]
+
+
+def test_a_stopped_fork_server_is_replaced_not_waited_for(tmp_path, monkeypatch):
+    """A candidate can signal its server (same user): a stopped server costs one fork timeout, then a new one serves."""
+    import signal as sig
+
+    from musacoder.judge import forkserver
+
+    with Sandbox(tmp_path / "cache") as sb:
+        server = sb.proc.server
+    os.kill(server.proc.pid, sig.SIGSTOP)
+    spawn = forkserver.ForkServer.spawn
+    monkeypatch.setattr(forkserver.ForkServer, "spawn", lambda self, fds, cwd, env, timeout_s=60.0:
+                        spawn(self, fds, cwd, env, timeout_s=1.0))
+    with Sandbox(tmp_path / "cache") as sb:  # started the plain way after the timeout
+        assert not isinstance(sb.proc, forkserver.ForkedProcess)
+    assert not server.alive
+    with Sandbox(tmp_path / "cache") as sb:
+        assert isinstance(sb.proc, forkserver.ForkedProcess) and sb.proc.server is not server

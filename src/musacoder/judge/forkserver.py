@@ -279,6 +279,8 @@ class ForkServer:
             got = self._started.pop(rid, None)
             if got is not None and "pid" in got:
                 self._live.add(got["pid"])
+        if got is None and self.alive:  # no answer in time (stopped or stuck): replace it rather than wait again
+            self.close()
         if got is None or "pid" not in got:
             raise ForkServerError((got or {}).get("error") or "the fork server did not fork")
         return ForkedProcess(self, got["pid"])
