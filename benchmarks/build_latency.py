@@ -22,6 +22,22 @@ import tempfile
 from pathlib import Path
 
 
+def build_steps(cache: Path) -> dict[str, float]:
+    """Seconds of each unit of the last successful build under `cache` (ninja's log: `main.o`, the `.cu` object,
+    the link) and, with the parallel nvcc driver, of the `.cu`'s parts (host and device front ends, final host
+    compile)."""
+    out: dict[str, float] = {}
+    logs = sorted(cache.glob("ext/*/*/*/.ninja_log"), key=lambda p: p.stat().st_mtime)
+    if logs:
+        for line in logs[-1].read_text().splitlines()[1:]:
+            f = line.split("\t")
+            if len(f) >= 4:
+                out[f[3]] = round((int(f[1]) - int(f[0])) / 1000, 2)
+        for j in logs[-1].parent.glob("*.steps.json"):
+            out.update({f"cu.{k}": x for k, x in json.loads(j.read_text()).items()})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--candidates", type=Path, default=Path("benchmarks/candidates/cuda"))
@@ -61,7 +77,9 @@ def main() -> None:
             v = verify(task, c.read_text(), backend="cuda", config=cfg)
             row[f"{mode}_s"] = v.build_s
             row[f"{mode}_compiled"] = v.compiled
-            print(f"{row['candidate']:50s} {mode:5s} compiled={v.compiled} build {v.build_s:.1f} s", flush=True)
+            row[f"{mode}_steps"] = steps = build_steps(cfg.cache_dir)
+            print(f"{row['candidate']:50s} {mode:5s} compiled={v.compiled} build {v.build_s:.1f} s  steps {steps}",
+                  flush=True)
         rows.append(row)
     ok = [r for r in rows if all(r[f"{m}_compiled"] for m in modes)]
     summary = {m: {"median_s": statistics.median(r[f"{m}_s"] for r in ok), "max_s": max(r[f"{m}_s"] for r in ok)}

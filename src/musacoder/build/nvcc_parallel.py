@@ -19,12 +19,15 @@ in milliseconds.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 
 TMP_TOKEN = re.compile(r"tmpxft_[0-9a-f]+_[0-9a-f]+")
@@ -53,6 +56,7 @@ class Plan:
     module_id: str
     token: str
     tmpdir: str
+    output: str = ""  # the object file; `<output>.steps.json` records each part's seconds
 
 
 def _option_value(argv: list[str], name: str) -> str | None:
@@ -126,7 +130,7 @@ def make_plan(argv: list[str], nvcc: str) -> Plan | None:
         host_pre += f" -MD -MF {shlex.quote(depfile)} -MT {shlex.quote(output)}"
     tmpdir = os.path.dirname(ids[0]) or tempfile.gettempdir()
     return Plan(assignments, [dev_pre, cicc, ptxas, fatbin], [host_pre, cudafe], final, ids[0],
-                _module_id(sources[0], token), token, tmpdir)
+                _module_id(sources[0], token), token, tmpdir, output)
 
 
 def _env(plan: Plan) -> dict[str, str]:
@@ -151,16 +155,31 @@ def run(plan: Plan) -> int:
         f.write(plan.module_id)
     try:
         env = _env(plan)
+        t0 = time.monotonic()
         procs = [subprocess.Popen(["bash", "-c", _script(chain)], env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT) for chain in (plan.host_chain, plan.device_chain)]
-        outs = [p.communicate()[0] for p in procs]
+        outs, ends = [b"", b""], [0.0, 0.0]
+
+        def drain(i: int) -> None:  # each chain's output and the moment it ended
+            outs[i] = procs[i].communicate()[0]
+            ends[i] = time.monotonic() - t0
+
+        drains = [threading.Thread(target=drain, args=(i,)) for i in range(2)]
+        for d in drains:
+            d.start()
+        for d in drains:
+            d.join()
         failed = [(p.returncode, out) for p, out in zip(procs, outs) if p.returncode]
         if failed:  # both front ends see the same errors: report the first failing chain's, as nvcc would
             sys.stderr.buffer.write(failed[0][1])
             return failed[0][0]
         for out in outs:
             sys.stderr.buffer.write(out)
-        return subprocess.run(["bash", "-c", _script([plan.final])], env=env).returncode
+        t1 = time.monotonic()
+        rc = subprocess.run(["bash", "-c", _script([plan.final])], env=env).returncode
+        _record(plan, {"host_chain_s": ends[0], "device_chain_s": ends[1], "front_ends_s": t1 - t0,
+                       "final_host_compile_s": time.monotonic() - t1})
+        return rc
     finally:
         for name in os.listdir(plan.tmpdir):
             if name.startswith(plan.token):
@@ -168,6 +187,16 @@ def run(plan: Plan) -> int:
                     os.unlink(os.path.join(plan.tmpdir, name))
                 except OSError:
                     pass
+
+
+def _record(plan: Plan, seconds: dict[str, float]) -> None:
+    """Where this compile's time went, beside its object file (read by benchmarks/build_latency.py)."""
+    if plan.output:
+        try:
+            with open(plan.output + ".steps.json", "w") as f:
+                json.dump({k: round(x, 3) for k, x in seconds.items()}, f)
+        except OSError:
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:
