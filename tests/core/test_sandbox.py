@@ -261,3 +261,14 @@ def test_a_stopped_fork_server_is_replaced_not_waited_for(tmp_path, monkeypatch)
     assert not server.alive
     with Sandbox(tmp_path / "cache") as sb:
         assert isinstance(sb.proc, forkserver.ForkedProcess) and sb.proc.server is not server
+
+
+def test_the_timer_is_calibrated_only_before_any_candidate_code(tmp_path):
+    """`calibrate` is honoured before `load` and refused after it: a candidate must never run inside the
+    calibration it is later timed with."""
+    with Sandbox(tmp_path / "cache") as sb:
+        first = sb.request({"op": "calibrate", "device": "cpu"}, 60)
+        assert first["ok"] and first["timer_overhead_ms"] is None  # nothing to calibrate without a GPU
+        _load(sb, "x = 1\n", tmp_path / "cache")
+        late = sb.request({"op": "calibrate", "device": "cpu"}, 60)
+        assert not late["ok"] and "before load" in late["error"]

@@ -279,6 +279,9 @@ class _Run:
 
     def _in_sandbox(self, sb: Sandbox, module, code: str, backend: str, device: str) -> Verdict:
         v, cfg = self.v, self.cfg
+        if _calibrate(sb, device, cfg, lambda: self._stage("calibrate", "shared")) is not None:
+            v.error = "the worker could not calibrate its timer before the candidate was loaded"
+            return self.finish("infra_error")
         with self._stage("build"):
             load = sb.request(_load_request(code, backend, device, cfg, self.task), cfg.build_timeout_s)
         builds = load.get("builds") or []
@@ -661,6 +664,9 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
             pass
     hold = hold or (lambda slot: contextlib.nullcontext())
     with Sandbox(cfg.cache_dir, keep_workdir=False) as sb:
+        failed = _calibrate(sb, device, cfg, lambda: hold("shared"))
+        if failed is not None:
+            raise BaselineError(f"timer calibration failed: {failed}")
         with hold("shared"):
             ok = sb.request(_load_request(None, "cpu", device, cfg, task), cfg.timeout_s)
             if ok.get("ok"):
@@ -759,6 +765,17 @@ def _to_cpu(obj):
     from musacoder.judge.inputs import to_cpu
 
     return to_cpu(obj)
+
+
+def _calibrate(sb: Sandbox, device: str, cfg: VerifyConfig, shared_hold) -> str | None:
+    """On a GPU, have the worker measure its timer overhead before any candidate code exists, with the device held
+    shared (`shared_hold()`), so the calibration's GPU spins never overlap another verification's timing. Returns
+    the worker's error, or None."""
+    if not (device.startswith("cuda") and cuda_available()):
+        return None
+    with shared_hold():
+        rep = sb.request({"op": "calibrate", "device": device}, cfg.timeout_s)
+    return None if rep.get("ok") else str(rep.get("error", rep))[-1500:]
 
 
 def _load_request(code: str | None, backend: str, device: str, cfg: VerifyConfig, task: Task) -> dict:
