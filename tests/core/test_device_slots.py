@@ -219,3 +219,34 @@ def test_device_footprint_counts_inputs_and_outputs_on_meta():
             raise RuntimeError("no")
 
     assert device_footprint(Broken) == FOOTPRINT_FIXED
+
+
+def test_timer_calibration_is_requested_on_a_gpu_with_the_device_held_shared(monkeypatch):
+    """The calibration's GPU spins must never overlap another verification's exclusive timing: the trusted side
+    sends `calibrate` inside a shared hold (logical GPU here), and sends nothing on the CPU."""
+    from musacoder.config import VerifyConfig
+    from musacoder.judge import pipeline
+
+    slots = DeviceSlots(cuda_count=1)
+    slots.trace = []
+    sent, held_while_sent = [], []
+
+    class FakeSandbox:
+        def request(self, msg, timeout_s):
+            sent.append(msg)
+            held_while_sent.append(dict(slots._shared))
+            return {"ok": True, "timer_overhead_ms": 0.01}
+
+    monkeypatch.setattr(pipeline, "cuda_available", lambda: True)
+    cfg = VerifyConfig()
+    assert pipeline._calibrate(FakeSandbox(), "cuda:0", cfg, lambda: slots.hold("cuda:0", exclusive=False)) is None
+    assert sent == [{"op": "calibrate", "device": "cuda:0"}] and held_while_sent == [{"cuda:0": 1}]
+    assert [(d, k) for d, k, _, _ in slots.trace] == [("cuda:0", "shared")]
+    assert pipeline._calibrate(FakeSandbox(), "cpu", cfg, lambda: slots.hold("cpu", exclusive=False)) is None
+    assert len(sent) == 1  # nothing to calibrate on the CPU
+
+    class Failing(FakeSandbox):
+        def request(self, msg, timeout_s):
+            return {"ok": False, "error": "CUDA error: out of memory"}
+
+    assert "out of memory" in pipeline._calibrate(Failing(), "cuda:0", cfg, lambda: slots.hold("cuda:0", exclusive=False))
