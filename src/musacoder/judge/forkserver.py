@@ -180,6 +180,27 @@ class ForkServerError(RuntimeError):
     pass
 
 
+def kill_group(proc) -> None:
+    """SIGKILL the process group `proc` leads (it was started in a session of its own) and reap `proc` (a `Popen` or
+    a `ForkedProcess`), waiting at most 10 s."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def file_tail(path: Path, n: int) -> str:
+    """The last `n` bytes of a log as text ("" when it cannot be read)."""
+    try:
+        return path.read_bytes()[-n:].decode(errors="replace")
+    except OSError:
+        return ""
+
+
 class ForkedProcess:
     """The slice of `subprocess.Popen` the sandbox uses (pid, poll, wait, returncode), for a child of the fork server."""
 
@@ -234,10 +255,7 @@ class ForkServer:
         threading.Thread(target=self._read, daemon=True, name="musacoder-forkserver").start()
 
     def log_tail(self, n: int = 1500) -> str:
-        try:
-            return (self.workdir / "forkserver.log").read_bytes()[-n:].decode(errors="replace")
-        except OSError:
-            return ""
+        return file_tail(self.workdir / "forkserver.log", n)
 
     def _read(self) -> None:
         while True:
@@ -311,14 +329,7 @@ class ForkServer:
 
     def close(self) -> None:
         self.alive = False
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        kill_group(self.proc)
         try:
             self.sock.close()
         except OSError:

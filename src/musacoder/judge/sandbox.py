@@ -16,7 +16,6 @@ import functools
 import os
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from musacoder.judge import protocol
+from musacoder.judge import forkserver, protocol
+from musacoder.judge.forkserver import ForkServerError, file_tail, kill_group
 
 ENV_KEEP_PREFIXES = ("CUDA", "NVIDIA", "TORCH", "TRITON", "LD_LIBRARY_PATH", "PATH", "CC", "CXX", "MAX_JOBS", "OMP_",
                      "MKL_", "OPENBLAS_", "PYTHONPATH", "LANG", "LC_", "MUSACODER_", "NCCL_NVLS_ENABLE", "HIP", "ROCM")
@@ -92,12 +92,10 @@ class _Started:
         try:
             self.proc = None
             if server is not None:
-                from musacoder.judge.forkserver import ForkServerError
-
                 try:
                     self.proc = server.spawn((p2c_r, c2p_w, log.fileno()), self.workdir, env)
                 except ForkServerError:
-                    self.proc = None  # started the plain way below
+                    pass  # started the plain way below
             if self.proc is None:
                 prefix = list(isolation_prefix()) if isolate_network else []
                 self.proc = subprocess.Popen(
@@ -112,14 +110,7 @@ class _Started:
         self.to_worker, self.from_worker = p2c_w, c2p_r
 
     def discard(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        kill_group(self.proc)
         for fd in (self.to_worker, self.from_worker):
             try:
                 os.close(fd)
@@ -224,17 +215,18 @@ class Sandbox:
 
         server = None
         if self.use_prestarted:
-            from musacoder.judge.forkserver import AFTER_FORK_VARS, FORK_SERVERS, ForkServer
+            servers = forkserver.FORK_SERVERS
 
-            def make_server() -> ForkServer:
+            def make_server() -> forkserver.ForkServer:
                 workdir = Path(tempfile.mkdtemp(prefix="musacoder-forkserver-"))
                 prefix = list(isolation_prefix()) if self.isolate_network else []
-                shared = {k: v for k, v in self.extra_env.items() if k not in AFTER_FORK_VARS}
-                return ForkServer(_worker_env(workdir, self.cache_dir, shared), workdir, prefix, self.start_timeout_s)
+                shared = {k: v for k, v in self.extra_env.items() if k not in forkserver.AFTER_FORK_VARS}
+                return forkserver.ForkServer(_worker_env(workdir, self.cache_dir, shared), workdir, prefix,
+                                             self.start_timeout_s)
 
             # the cache folder, the GPU and the memory limit only matter to a worker's own environment (sent with each
             # fork), not to the imports
-            server = FORK_SERVERS.get(FORK_SERVERS.key(self.extra_env, self.isolate_network), make_server)
+            server = servers.get(servers.key(self.extra_env, self.isolate_network), make_server)
 
         def start() -> _Started:
             return _Started(self.cache_dir, self.extra_env, self.isolate_network, server)
@@ -304,25 +296,14 @@ class Sandbox:
         return reply
 
     def log_tail(self, n: int = 3000) -> str:
-        try:
-            data = self.log_path.read_bytes()[-n:]
-            return data.decode(errors="replace")
-        except OSError:
-            return ""
+        return file_tail(self.log_path, n)
 
     def __exit__(self, *exc) -> None:
         self.close()
 
     def close(self) -> None:
         if self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
+            kill_group(self.proc)
             self.proc = None
         for fd in (getattr(self, "to_worker", None), getattr(self, "from_worker", None)):
             if fd is not None:

@@ -136,7 +136,7 @@ class Worker:
         """Measure the timer overhead (`_timer_overhead`), once, before any candidate code exists. The trusted side
         sends this before `load`, holding the device shared, so the 31 empty timed regions (each behind a ~200 µs GPU
         spin) never run while another verification is timed; a worker started ahead does no such GPU work."""
-        if getattr(self, "candidate", None) is not None or self.record is not None:
+        if self.record is not None:  # set by `load`, before any candidate code runs
             return {"ok": False, "kind": "infra_error", "error": "calibrate must come before load", "where": "calibrate"}
         self.device = msg["device"]
         if self.device.startswith("cuda") and self.torch.cuda.is_available():
