@@ -57,20 +57,12 @@ def main() -> None:
     from musacoder.tasks import load_task
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from throughput import shrink_overrides  # noqa: E402  (sibling script)
+    from throughput import runnable_pairs  # noqa: E402  (sibling script)
 
-    cands = sorted(a.candidates.glob("level*/*.py"))[:: a.every]
     rows = []
-    for c in cands:
-        if len(rows) >= a.limit:
-            break
-        path = a.kernelbench_dir / c.parent.name / c.name
-        over = shrink_overrides(path, int(a.max_input_mb * 2**20))
-        if over is None:
-            print(f"{c.parent.name}/{c.stem}: skipped (its reference does not run once shrunk)", flush=True)
-            continue
+    for name, path, c, over in runnable_pairs(a.kernelbench_dir, a.candidates, a.max_input_mb, a.every, a.limit):
         task = load_task(path, over)
-        row = {"candidate": f"{c.parent.name}/{c.stem}"}
+        row = {"candidate": name}
         for mode in modes:  # alternate per candidate so drift hits every mode alike
             os.environ["MUSACODER_FAST_BUILD"], os.environ["MUSACODER_PARALLEL_NVCC"] = env_of[mode]
             cfg = VerifyConfig(cache_dir=Path(tempfile.mkdtemp(prefix=f"mc-{mode}-")), time_candidate=False, trials=1)

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from throughput import pairs, shrink_overrides  # noqa: E402  (sibling script)
+from throughput import runnable_pairs  # noqa: E402  (sibling script)
 
 
 def busy_worker_pids() -> list[int]:
@@ -88,8 +88,7 @@ def main() -> None:
     n_gpus = torch.cuda.device_count()
     if n_gpus < 2:
         raise SystemExit(f"needs 2 or more GPUs; {n_gpus} visible")
-    chosen = [(i, t, c, shrink_overrides(t, int(a.max_input_mb * 2**20))) for i, t, c in pairs(a.kernelbench_dir, a.candidates)]
-    chosen = [x for x in chosen if x[3] is not None][: a.limit]
+    chosen = runnable_pairs(a.kernelbench_dir, a.candidates, a.max_input_mb, limit=a.limit)
     jobs = lambda: [VerifyJob(i, load_task(t, o), c.read_text(), "cuda") for i, t, c, o in chosen]  # noqa: E731
     base = dict(repeats=20, max_repeats=100, time_budget_s=3.0)
     print(f"== warm-up: {len(chosen)} candidates on {n_gpus} GPUs")

@@ -87,6 +87,23 @@ def pairs(kb: Path, cands: Path):
             yield c.parent.name + "/" + c.stem, t, c
 
 
+def runnable_pairs(kb: Path, cands: Path, max_mb: float, every: int = 1, limit: int = 0) -> list[tuple]:
+    """(id, task path, candidate path, size overrides) of every `every`-th pair whose task still runs once shrunk to
+    `max_mb`, at most `limit` of them (0: all; the skipped ones do not count and are named on stderr)."""
+    out, skipped = [], []
+    for i, t, c in list(pairs(kb, cands))[::every]:
+        if limit and len(out) >= limit:
+            break
+        over = shrink_overrides(t, int(max_mb * 2**20))
+        if over is None:
+            skipped.append(i)
+        else:
+            out.append((i, t, c, over))
+    if skipped:
+        print(f"skipped (the task does not run once shrunk to {max_mb} MB): {', '.join(skipped)}", file=sys.stderr)
+    return out
+
+
 class GpuMemorySampler:
     """Samples the GPU's used memory (nvidia-smi, once a second; no CUDA context in this process) while a phase runs."""
 
@@ -149,13 +166,7 @@ def main() -> None:
     ap.add_argument("--print-overrides", action="store_true", help="print --only and --set SCOPE:NAME=VALUE arguments "
                     "that make kernelbench_style_baseline.py run the same (first --limit) candidates at the same sizes, and exit")
     a = ap.parse_args()
-    items = [(i, t, c, shrink_overrides(t, int(a.max_input_mb * 2**20))) for i, t, c in pairs(a.kernelbench_dir, a.candidates)]
-    skipped = [i for i, _, _, o in items if o is None]
-    if skipped:
-        print(f"skipped (the task does not run once shrunk to {a.max_input_mb} MB): {', '.join(skipped)}", file=sys.stderr)
-    items = [x for x in items if x[3] is not None]
-    if a.limit:
-        items = items[: a.limit]
+    items = runnable_pairs(a.kernelbench_dir, a.candidates, a.max_input_mb, limit=a.limit)
     if a.print_overrides:
         print(" ".join([f"--only '{','.join(i + '*' for i, _, _, _ in items)}'"] +
                        [f"--set '{i}*:{k}={v}'" for i, _, _, o in items for k, v in o.items()]))

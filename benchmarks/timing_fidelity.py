@@ -31,21 +31,13 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=1, help="take every N-th candidate (a spread of tasks)")
     a = ap.parse_args()
 
-    from benchmarks_throughput import pairs, shrink_overrides  # noqa: E402  (sibling script)
+    from benchmarks_throughput import runnable_pairs  # noqa: E402  (sibling script)
     from musacoder.config import VerifyConfig
     from musacoder.judge.batch import VerifyJob, verify_many
     from musacoder.tasks import load_task
 
     cfg = VerifyConfig(trials=2, repeats=30, max_repeats=300, time_budget_s=5.0)
-    chosen = []
-    for n, t, c in list(pairs(a.kernelbench_dir, a.candidates))[:: a.every]:
-        if len(chosen) >= a.limit:
-            break
-        over = shrink_overrides(t, int(a.max_input_mb * 2**20))
-        if over is None:  # --limit counts the candidates that run, not the ones skipped
-            print(f"  {n}: skipped (its reference does not run once shrunk)", flush=True)
-        else:
-            chosen.append((n, t, c, over))
+    chosen = runnable_pairs(a.kernelbench_dir, a.candidates, a.max_input_mb, every=a.every, limit=a.limit)
     jobs = []
     for name, task_path, cand, over in chosen:
         task = load_task(task_path, over)
