@@ -120,8 +120,9 @@ class Verdict(BaseModel):
     device_mem_gb: float | None = None  # peak GPU memory the candidate's worker reserved (PyTorch allocator), GiB
     build_s: float | None = None  # seconds spent importing the candidate (its builds, or cache hits)
     build_cached: bool | None = None  # every extension came from the build cache
-    # Seconds per stage: build, correctness, timing, recheck, compile_build and compile_baseline (torch.compile
-    # baseline), and the waits for a device slot (`<stage>_wait`).
+    # Seconds per stage: calibrate (GPU), build, correctness, timing, recheck, compile_build and compile_baseline
+    # (torch.compile baseline), the waits for a device slot (`<stage>_wait`), the wait for a ready worker
+    # (worker_start) and the worker's own account of its start (`worker.<part>`).
     stage_s: dict[str, float] = Field(default_factory=dict)
 
 
