@@ -53,11 +53,11 @@ PY
     --workers 10 --no-timing > "$OUT/prewarm.log" 2>&1
   timeout ${T_TEST:-300} python3 -m pytest tests/gpu -q -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.log" | tail -15
 fi
-if has throughput; then  # cold then warm cache, fast builds
+if has throughput; then  # cold then warm cache, fast builds (THR_PHASES=warm THR_TAG=-w16 WORKERS=16: warm again)
   timeout ${T_THR:-420} python3 benchmarks/throughput.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
     --workers ${WORKERS:-12} --limit ${LIMIT:-0} --max-input-mb ${MAXMB:-64} --cache "$MUSACODER_CACHE_DIR" \
-    --json "$OUT/throughput.json" > "$OUT/throughput.log" 2>&1
-  grep -E "^   (cold|warm)( memory)?:" "$OUT/throughput.log"; tail -4 "$OUT/throughput.log"
+    --phases ${THR_PHASES:-cold,warm} --json "$OUT/throughput${THR_TAG:-}.json" > "$OUT/throughput${THR_TAG:-}.log" 2>&1
+  grep -E "^   (cold|warm)( memory)?:" "$OUT/throughput${THR_TAG:-}.log"; tail -4 "$OUT/throughput${THR_TAG:-}.log"
 fi
 if has baseline; then  # sequential in-process load_inline + time, cold builds, the same first candidates
   same=$(python3 benchmarks/throughput.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \

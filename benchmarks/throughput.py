@@ -163,6 +163,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--cache", type=Path, default=None, help="build cache (default: a fresh temporary folder = cold); "
                     "the cold phase is cold only for candidates not already in it (its table counts cached builds)")
+    ap.add_argument("--phases", default="cold,warm", help="which phases to run, in order: `warm` alone repeats the warm "
+                    "measurement on a --cache an earlier run filled (e.g. with another --workers)")
     ap.add_argument("--print-overrides", action="store_true", help="print --only and --set SCOPE:NAME=VALUE arguments "
                     "that make kernelbench_style_baseline.py run the same (first --limit) candidates at the same sizes, and exit")
     a = ap.parse_args()
@@ -177,7 +179,12 @@ def main() -> None:
     estimate_gb = {i: device_footprint(load_module(load_task(t, o))) / 2**30 for i, t, _, o in items}
     cache = a.cache or Path(tempfile.mkdtemp(prefix="mc-bench-cache-"))
     res = {}
-    for phase in ("cold", "warm"):
+    phases = [x.strip() for x in a.phases.split(",") if x.strip()]
+    if not phases or set(phases) - {"cold", "warm"}:
+        ap.error(f"--phases takes cold and/or warm, comma-separated; got {a.phases!r}")
+    if phases == ["warm"] and a.cache is None:
+        ap.error("--phases warm needs the --cache an earlier run filled (a fresh cache would make it a cold phase)")
+    for phase in phases:
         print(f"== {phase} cache: {len(items)} candidates, {a.workers} workers")
         DEVICE_SLOTS.peak.clear()
         with GpuMemorySampler() as mem:

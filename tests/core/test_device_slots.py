@@ -121,7 +121,10 @@ def test_assign_spreads_verifications_over_gpus():
         assert e == "cpu"
 
 
-def test_waiters_are_served_in_arrival_order():
+def test_shared_waiters_keep_arrival_order_and_waiting_timings_run_back_to_back():
+    """Timings come first: a shared waiter waits while any timing is queued, exclusive waiters keep their order among
+    themselves, so the timings waiting when the device drains run one after another, then the shared waiters in
+    their arrival order."""
     slots = DeviceSlots(cuda_count=1, max_shared=1)
     order = []
     first = slots.hold("cuda:0", exclusive=False)
@@ -133,15 +136,42 @@ def test_waiters_are_served_in_arrival_order():
             time.sleep(0.01)
 
     threads = []
-    for name, ex in (("a", False), ("b", True), ("c", False), ("d", False)):
+    for name, ex in (("a", False), ("b", True), ("c", False), ("d", True), ("e", False)):
         t = threading.Thread(target=waiter, args=(name, ex))
         t.start()
         threads.append(t)
-        time.sleep(0.03)  # arrival order a, b, c, d
+        time.sleep(0.03)  # arrival order a, b, c, d, e
     first.__exit__(None, None, None)
     for t in threads:
         t.join(timeout=5)
-    assert order == ["a", "b", "c", "d"]
+    # b and d (timings) run back to back once the first holder leaves; a, c and e then keep their arrival order
+    assert order == ["b", "d", "a", "c", "e"]
+
+
+def test_a_batch_of_timings_is_bounded_by_the_verifications_that_ask():
+    """Shared waiters are not starved: once the waiting timings have run, the shared waiters behind them get the
+    device even while new verifications keep arriving (each asks for shared first)."""
+    slots = DeviceSlots(cuda_count=1, max_shared=2)
+    slots.trace = []
+    done = []
+
+    def verification(i):
+        with slots.hold("cuda:0", exclusive=False):
+            time.sleep(0.005)
+        with slots.hold("cuda:0", exclusive=True):
+            time.sleep(0.002)
+        with slots.hold("cuda:0", exclusive=False):
+            time.sleep(0.005)
+        done.append(i)
+
+    threads = [threading.Thread(target=verification, args=(i,)) for i in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    from musacoder.judge.pipeline import trace_overlaps
+
+    assert sorted(done) == list(range(24)) and trace_overlaps(slots.trace) == []
 
 
 def test_trace_shows_timing_alone_on_each_device():
@@ -221,12 +251,15 @@ def test_device_footprint_counts_inputs_and_outputs_on_meta():
     assert device_footprint(Broken) == FOOTPRINT_FIXED
 
 
-def test_timer_calibration_is_requested_on_a_gpu_with_the_device_held_shared(monkeypatch):
-    """The calibration's GPU spins must never overlap another verification's exclusive timing: the trusted side
-    sends `calibrate` inside a shared hold (logical GPU here), and sends nothing on the CPU."""
+def test_timer_calibration_is_measured_once_per_gpu_with_the_device_to_itself(monkeypatch):
+    """Measured while other verifications share the GPU, the timer overhead is inflated (seen on the H200: the 0.05 ms
+    cap instead of ~0.02 ms, a 0.2 ms kernel 7 % under the profiler's time). So the first worker on a device measures it
+    inside an *exclusive* hold; later workers are sent that value with no hold and no GPU work, until it expires;
+    nothing is sent on the CPU; a failed measurement is reported and not remembered."""
     from musacoder.config import VerifyConfig
     from musacoder.judge import pipeline
 
+    monkeypatch.setattr(pipeline, "_TIMER_OVERHEAD", {})
     slots = DeviceSlots(cuda_count=1)
     slots.trace = []
     sent, held_while_sent = [], []
@@ -234,19 +267,28 @@ def test_timer_calibration_is_requested_on_a_gpu_with_the_device_held_shared(mon
     class FakeSandbox:
         def request(self, msg, timeout_s):
             sent.append(msg)
-            held_while_sent.append(dict(slots._shared))
-            return {"ok": True, "timer_overhead_ms": 0.01}
+            held_while_sent.append((set(slots._exclusive), dict(slots._shared)))
+            return {"ok": True, "timer_overhead_ms": 0.02}
 
+    hold = lambda slot: slots.hold("cuda:0", exclusive=slot == "exclusive")  # noqa: E731
     monkeypatch.setattr(pipeline, "cuda_available", lambda: True)
     cfg = VerifyConfig()
-    assert pipeline._calibrate(FakeSandbox(), "cuda:0", cfg, lambda: slots.hold("cuda:0", exclusive=False)) is None
-    assert sent == [{"op": "calibrate", "device": "cuda:0"}] and held_while_sent == [{"cuda:0": 1}]
-    assert [(d, k) for d, k, _, _ in slots.trace] == [("cuda:0", "shared")]
-    assert pipeline._calibrate(FakeSandbox(), "cpu", cfg, lambda: slots.hold("cpu", exclusive=False)) is None
-    assert len(sent) == 1  # nothing to calibrate on the CPU
+    assert pipeline._calibrate(FakeSandbox(), "cuda:0", cfg, hold) is None
+    assert sent == [{"op": "calibrate", "device": "cuda:0"}] and held_while_sent == [({"cuda:0"}, {})]
+    assert pipeline._calibrate(FakeSandbox(), "cuda:0", cfg, hold) is None
+    assert sent[1] == {"op": "calibrate", "device": "cuda:0", "timer_overhead_ms": 0.02}
+    assert held_while_sent[1] == (set(), {})  # the known value needs no hold
+    assert [(d, k) for d, k, _, _ in slots.trace] == [("cuda:0", "exclusive")]
+    assert pipeline._calibrate(FakeSandbox(), "cpu", cfg, hold) is None
+    assert len(sent) == 2  # nothing to calibrate on the CPU
+    monkeypatch.setattr(pipeline, "TIMER_CALIBRATION_TTL_S", -1.0)  # expired: measured again, exclusively
+    assert pipeline._calibrate(FakeSandbox(), "cuda:0", cfg, hold) is None
+    assert "timer_overhead_ms" not in sent[2] and held_while_sent[2] == ({"cuda:0"}, {})
 
     class Failing(FakeSandbox):
         def request(self, msg, timeout_s):
             return {"ok": False, "error": "CUDA error: out of memory"}
 
-    assert "out of memory" in pipeline._calibrate(Failing(), "cuda:0", cfg, lambda: slots.hold("cuda:0", exclusive=False))
+    monkeypatch.setattr(pipeline, "_TIMER_OVERHEAD", {})
+    assert "out of memory" in pipeline._calibrate(Failing(), "cuda:1", cfg, hold)
+    assert "cuda:1" not in pipeline._TIMER_OVERHEAD

@@ -133,9 +133,10 @@ class Worker:
         self.start_s.update(cuda_context=t1 - t0, profiler=time.perf_counter() - t1)
 
     def op_calibrate(self, msg):
-        """Measure the timer overhead (`_timer_overhead`), once, before any candidate code exists. The trusted side
-        sends this before `load`, holding the device shared, so the 31 empty timed regions (each behind a ~200 µs GPU
-        spin) never run while another verification is timed; a worker started ahead does no such GPU work."""
+        """Set the timer overhead before any candidate code exists: the value the trusted side sends (measured by an
+        earlier worker on this device), else measured here (`_timer_overhead`); the trusted side then holds the device
+        exclusively, so the 31 empty timed regions (each behind a ~200 µs GPU spin) run on an idle GPU and never
+        during another verification's timing. A worker started ahead does no such GPU work."""
         if self.record is not None:  # set by `load`, before any candidate code runs
             return {"ok": False, "kind": "infra_error", "error": "calibrate must come before load", "where": "calibrate"}
         self.device = msg["device"]
@@ -143,7 +144,10 @@ class Worker:
             # the CUDA context (made here unless the worker was started ahead); the profiler's slow first start is
             # left to `load`, outside any device hold
             self.torch.cuda.set_device(self.torch.device(self.device))
-            if self.timer_overhead_ms is None:
+            given = msg.get("timer_overhead_ms")
+            if given is not None:
+                self.timer_overhead_ms = min(float(given), MAX_TIMER_OVERHEAD_MS)
+            elif self.timer_overhead_ms is None:
                 self.timer_overhead_ms = self._timer_overhead()
         return {"ok": True, "timer_overhead_ms": self.timer_overhead_ms}
 
