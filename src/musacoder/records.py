@@ -116,11 +116,11 @@ class Verdict(BaseModel):
     reference_timing: Timing | None = None
     wall_s: float | None = None
     candidate_device_ms: float | None = None  # GPU kernel time the profiler saw per audited call (timing cross-check)
-    timer_overhead_ms: float | None = None  # empty timed region's latency, taken off every CUDA timing (capped at 0.05)
+    timer_overhead_ms: float | None = None  # median empty timed region in the timing loop, taken off every CUDA time (≤ 0.05)
     device_mem_gb: float | None = None  # peak GPU memory the candidate's worker reserved (PyTorch allocator), GiB
     build_s: float | None = None  # seconds spent importing the candidate (its builds, or cache hits)
     build_cached: bool | None = None  # every extension came from the build cache
-    # Seconds per stage: calibrate (GPU), build, correctness, timing, recheck, compile_build and compile_baseline
+    # Seconds per stage: build, correctness, timing, recheck, compile_build and compile_baseline
     # (torch.compile baseline), the waits for a device slot (`<stage>_wait`), the wait for a ready worker
     # (worker_start) and the worker's own account of its start (`worker.<part>`).
     stage_s: dict[str, float] = Field(default_factory=dict)

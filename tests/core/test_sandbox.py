@@ -263,12 +263,22 @@ def test_a_stopped_fork_server_is_replaced_not_waited_for(tmp_path, monkeypatch)
         assert isinstance(sb.proc, forkserver.ForkedProcess) and sb.proc.server is not server
 
 
-def test_the_timer_is_calibrated_only_before_any_candidate_code(tmp_path):
-    """`calibrate` is honoured before `load` and refused after it: a candidate must never run inside the
-    calibration it is later timed with."""
-    with Sandbox(tmp_path / "cache") as sb:
-        first = sb.request({"op": "calibrate", "device": "cpu"}, 60)
-        assert first["ok"] and first["timer_overhead_ms"] is None  # nothing to calibrate without a GPU
-        _load(sb, "x = 1\n", tmp_path / "cache")
-        late = sb.request({"op": "calibrate", "device": "cpu"}, 60)
-        assert not late["ok"] and "before load" in late["error"]
+def test_the_timer_overhead_is_measured_in_the_timing_loop_and_taken_off_both_sides(monkeypatch):
+    """Each timed round is followed by an empty timed region; their median, capped, is taken off every time (candidate
+    and reference), never below the floor; nothing is measured or taken off on the CPU."""
+    from musacoder.judge import worker
+
+    empties = iter([0.02, 0.03, 0.01, 0.5, 0.02])
+    monkeypatch.setattr(worker, "_cuda_region_ms", lambda torch, fn, args: (next(empties), fn(*args)))
+    over = worker._Overhead(torch=object())
+    assert over.ms() is None and over.off([1.0]) == [1.0]
+    for _ in range(5):
+        over.sample()
+    assert over.ms() == 0.02  # the median: one slow empty region (0.5 ms) does not move it
+    assert over.off([0.2, 0.0235, 0.01]) == [pytest.approx(0.18), pytest.approx(0.0035), worker.MIN_TIMED_MS]
+    slow = worker._Overhead(torch=object())
+    slow.samples = [0.2, 0.3, 0.4]
+    assert slow.ms() == worker.MAX_TIMER_OVERHEAD_MS  # a busy device cannot take off more than the cap
+    cpu = worker._Overhead(torch=None)
+    cpu.sample()
+    assert cpu.samples == [] and cpu.ms() is None and cpu.off([0.3]) == [0.3]

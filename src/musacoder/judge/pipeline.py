@@ -39,8 +39,8 @@ class DeviceSlots:
     waiter is queued for its device (and behind earlier shared waiters), exclusive waiters are served in arrival order.
     So once a device has been drained for one timing, every timing then waiting runs back to back before the shared
     holders come back: one drain of the shared holders per batch of timings instead of per timing. Shared waiters are
-    not starved: while they wait, new exclusive requests come only from verifications already past their shared stage
-    (or a first timer calibration), so each batch ends. `assign` pins a verification to one concrete device (the least loaded) before its worker starts,
+    not starved: while they wait, new exclusive requests come only from verifications already past their shared stage,
+    so each batch ends. `assign` pins a verification to one concrete device (the least loaded) before its worker starts,
     so the worker can create its CUDA context outside the slot; `cuda` means any visible GPU, `cuda:N` that GPU, `cpu`
     the host. `cuda_count` fixes the number of GPUs (tests)."""
 
@@ -284,9 +284,6 @@ class _Run:
 
     def _in_sandbox(self, sb: Sandbox, module, code: str, backend: str, device: str) -> Verdict:
         v, cfg = self.v, self.cfg
-        if _calibrate(sb, device, cfg, lambda slot: self._stage("calibrate", slot)) is not None:
-            v.error = "the worker could not calibrate its timer before the candidate was loaded"
-            return self.finish("infra_error")
         with self._stage("build"):
             load = sb.request(_load_request(code, backend, device, cfg, self.task), cfg.build_timeout_s)
         builds = load.get("builds") or []
@@ -669,9 +666,6 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
             pass
     hold = hold or (lambda slot: contextlib.nullcontext())
     with Sandbox(cfg.cache_dir, keep_workdir=False) as sb:
-        failed = _calibrate(sb, device, cfg, hold)
-        if failed is not None:
-            raise BaselineError(f"timer calibration failed: {failed}")
         with hold("shared"):
             ok = sb.request(_load_request(None, "cpu", device, cfg, task), cfg.timeout_s)
             if ok.get("ok"):
@@ -770,37 +764,6 @@ def _to_cpu(obj):
     from musacoder.judge.inputs import to_cpu
 
     return to_cpu(obj)
-
-
-TIMER_CALIBRATION_TTL_S = 600.0  # a device's timer overhead is measured again after this long
-_TIMER_OVERHEAD: dict[str, tuple[float | None, float]] = {}  # device → (ms, when measured): shared by its workers
-_TIMER_LOCKS: dict[str, threading.Lock] = {}
-_TIMER_LOCKS_GUARD = threading.Lock()
-
-
-def _calibrate(sb: Sandbox, device: str, cfg: VerifyConfig, hold) -> str | None:
-    """Give a GPU worker its timer overhead before any candidate code exists. Returns the worker's error, or None.
-
-    The overhead is a property of the device and the harness's timing path, not of one worker, and it is only true on
-    an idle device: measured while other verifications shared the GPU, it came out at up to 3× its idle value (the
-    0.05 ms cap), which made a 0.2 ms kernel look 7 % faster than the profiler's device time. So the first worker on a
-    device measures it with the device held *exclusively* (`hold("exclusive")`), and every later worker on that device
-    is sent the value (no GPU work, no hold) until it is `TIMER_CALIBRATION_TTL_S` old. Concurrent first workers
-    wait for one measurement instead of each taking the device."""
-    if not (device.startswith("cuda") and cuda_available()):
-        return None
-    with _TIMER_LOCKS_GUARD:
-        lock = _TIMER_LOCKS.setdefault(device, threading.Lock())
-    with lock:
-        known = _TIMER_OVERHEAD.get(device)
-        if known is None or time.monotonic() - known[1] > TIMER_CALIBRATION_TTL_S:
-            with hold("exclusive"):
-                rep = sb.request({"op": "calibrate", "device": device}, cfg.timeout_s)
-            if rep.get("ok"):
-                _TIMER_OVERHEAD[device] = (rep.get("timer_overhead_ms"), time.monotonic())
-            return None if rep.get("ok") else str(rep.get("error", rep))[-1500:]
-    rep = sb.request({"op": "calibrate", "device": device, "timer_overhead_ms": known[0]}, cfg.timeout_s)
-    return None if rep.get("ok") else str(rep.get("error", rep))[-1500:]
 
 
 def _load_request(code: str | None, backend: str, device: str, cfg: VerifyConfig, task: Task) -> dict:

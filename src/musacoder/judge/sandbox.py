@@ -285,7 +285,9 @@ class Sandbox:
                     raise WorkerDied(self.proc.returncode, self.log_tail())
                 break
         try:
-            reply = protocol.recv(self.from_worker)
+            reply = protocol.recv(self.from_worker, deadline)
+        except protocol.ChannelTimeout:  # a reply begun and never finished must not hang the trusted side
+            raise WorkerTimeout(f"reply to {op!r} not finished within {timeout_s:.0f} s") from None
         except protocol.ChannelClosed:
             self.proc.wait(timeout=5)
             raise WorkerDied(self.proc.returncode, self.log_tail()) from None

@@ -1,0 +1,111 @@
+"""The worker protocol: tensors cross raw after a weights-only header, and a hostile peer cannot make the trusted
+side run code, allocate beyond the limit, take a non-tensor for a tensor, or wait forever."""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import threading
+import time
+
+import pytest
+import torch
+
+from musacoder.judge import protocol
+
+
+def _roundtrip(msg):
+    r, w = os.pipe()
+    protocol.widen_pipe(w)
+    t = threading.Thread(target=protocol.send, args=(w, msg))
+    t.start()
+    try:
+        return protocol.recv(r, time.monotonic() + 30)
+    finally:
+        t.join()
+        os.close(r)
+        os.close(w)
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor):
+        assert type(b) is torch.Tensor and a.dtype == b.dtype and a.shape == b.shape
+        if a.is_quantized:
+            assert torch.equal(a.dequantize(), b.dequantize())
+        else:
+            assert torch.equal(a.resolve_conj().contiguous().reshape(-1).view(torch.uint8),
+                               b.reshape(-1).view(torch.uint8))
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            _same(x, y)
+    else:
+        assert a == b
+
+
+def test_messages_round_trip_with_their_tensors_exactly():
+    msg = {"ok": True, "outputs": {3: torch.randn(64, 33), 7: None},
+           "nested": [torch.arange(5), (torch.tensor(True), torch.ones(3, dtype=torch.bfloat16))],
+           "empty": torch.zeros(0, 4, dtype=torch.float16), "scalar": torch.tensor(2.5, dtype=torch.float64),
+           "transposed": torch.randn(5, 7).t(), "strided": torch.randn(12)[::3],
+           "conj": torch.randn(3, dtype=torch.complex64).conj(), "fp8": torch.zeros(4, dtype=torch.float8_e4m3fn),
+           "grad": torch.randn(3, requires_grad=True), "text": "x" * 10, "n": 3, "f": 0.5}
+    _same({k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in msg.items()}, _roundtrip(msg))
+    big = torch.randn(4 << 20)  # 16 MB, larger than the pipe buffer
+    assert torch.equal(_roundtrip({"x": big})["x"], big)
+
+
+def _forged(head_obj, tail: bytes = b"", raw_header: bytes | None = None):
+    """Receive what a hostile worker wrote: a header of our choosing, then `tail`."""
+    if raw_header is None:
+        buf = io.BytesIO()
+        torch.save(head_obj, buf)
+        raw_header = buf.getvalue()
+    r, w = os.pipe()
+    os.write(w, protocol._HEADER.pack(len(raw_header)) + raw_header + tail)
+    os.close(w)
+    try:
+        return protocol.recv(r, time.monotonic() + 10)
+    finally:
+        os.close(r)
+
+
+class _Exec:
+    def __reduce__(self):
+        return (os.system, ("touch /tmp/musacoder-protocol-pwned",))
+
+
+def test_a_hostile_header_is_refused_without_running_code_or_allocating_beyond_the_limit():
+    with pytest.raises(pickle.UnpicklingError):  # weights_only: no globals such as os.system
+        _forged(None, raw_header=pickle.dumps(_Exec(), protocol=2))
+    assert not os.path.exists("/tmp/musacoder-protocol-pwned")
+    with pytest.raises(ValueError, match="unknown dtype"):
+        _forged({"obj": {}, "tensors": [("Tensor", [1])]})
+    with pytest.raises(ValueError, match="limit"):  # 4 TiB declared: refused before any allocation
+        _forged({"obj": {}, "tensors": [("float32", [1 << 40])]})
+    with pytest.raises(ValueError, match="bad tensor entry"):
+        _forged({"obj": {}, "tensors": [("float32", [-1])]})
+    with pytest.raises(ValueError, match="placeholder"):
+        _forged({"obj": {protocol.TENSOR_KEY: 5}, "tensors": []})
+    with pytest.raises(ValueError, match="malformed"):
+        _forged([1, 2, 3])
+    with pytest.raises(protocol.ChannelClosed):  # declared 16 bytes, sent 8
+        _forged({"obj": {protocol.TENSOR_KEY: 0}, "tensors": [("float32", [4])]}, tail=b"\0" * 8)
+
+
+def test_a_reply_begun_and_never_finished_times_out():
+    r, w = os.pipe()
+    try:
+        os.write(w, protocol._HEADER.pack(1000) + b"\0" * 10)  # a header promised, then silence
+        t0 = time.monotonic()
+        with pytest.raises(protocol.ChannelTimeout):
+            protocol.recv(r, time.monotonic() + 0.5)
+        assert time.monotonic() - t0 < 5
+    finally:
+        os.close(r)
+        os.close(w)
