@@ -117,6 +117,7 @@ class Verdict(BaseModel):
     wall_s: float | None = None
     candidate_device_ms: float | None = None  # GPU kernel time the profiler saw per audited call (timing cross-check)
     timer_overhead_ms: float | None = None  # median empty timed region in the timing loop, taken off every CUDA time (≤ 0.05)
+    timer_overhead_kernel_ms: float | None = None  # the same with one no-op kernel launched (diagnosis only, not taken off)
     device_mem_gb: float | None = None  # peak GPU memory the candidate's worker reserved (PyTorch allocator), GiB
     build_s: float | None = None  # seconds spent importing the candidate (its builds, or cache hits)
     build_cached: bool | None = None  # every extension came from the build cache

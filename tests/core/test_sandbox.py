@@ -268,17 +268,20 @@ def test_the_timer_overhead_is_measured_in_the_timing_loop_and_taken_off_both_si
     and reference), never below the floor; nothing is measured or taken off on the CPU."""
     from musacoder.judge import worker
 
-    empties = iter([0.02, 0.03, 0.01, 0.5, 0.02])
-    monkeypatch.setattr(worker, "_cuda_region_ms", lambda torch, fn, args: (next(empties), fn(*args)))
+    empties, one_kernel = iter([0.02, 0.03, 0.01, 0.5, 0.02]), iter([0.03, 0.04, 0.02, 0.6, 0.03])
+    monkeypatch.setattr(worker, "_cuda_region_ms",
+                        lambda torch, fn, args: (next(empties if fn is worker._nothing else one_kernel), None))
+    monkeypatch.setattr(worker, "_cuda_sleep", lambda torch: lambda cycles: None)
     over = worker._Overhead(torch=object())
     assert over.ms() is None and over.off([1.0]) == [1.0]
     for _ in range(5):
         over.sample()
     assert over.ms() == 0.02  # the median: one slow empty region (0.5 ms) does not move it
+    assert over.kernel_ms() == 0.03  # the one-kernel region: reported for diagnosis, never taken off
     assert over.off([0.2, 0.0235, 0.01]) == [pytest.approx(0.18), pytest.approx(0.0035), worker.MIN_TIMED_MS]
     slow = worker._Overhead(torch=object())
     slow.samples = [0.2, 0.3, 0.4]
     assert slow.ms() == worker.MAX_TIMER_OVERHEAD_MS  # a busy device cannot take off more than the cap
     cpu = worker._Overhead(torch=None)
     cpu.sample()
-    assert cpu.samples == [] and cpu.ms() is None and cpu.off([0.3]) == [0.3]
+    assert cpu.samples == [] and cpu.ms() is None and cpu.kernel_ms() is None and cpu.off([0.3]) == [0.3]

@@ -607,6 +607,7 @@ class _Run:
         if dev:
             v.candidate_device_ms = statistics.median(dev)
         v.timer_overhead_ms = rep.get("timer_overhead_ms")
+        v.timer_overhead_kernel_ms = rep.get("timer_overhead_kernel_ms")
         if rep.get("device_mem_peak"):
             v.device_mem_gb = round(rep["device_mem_peak"] / 2**30, 3)
         return _timing(rep["candidate_ms"]), _timing(rep["reference_ms"])

@@ -354,6 +354,7 @@ class Worker:
                     final_round = r
         return {"ok": True, "candidate_ms": over.off(cand_ms), "reference_ms": over.off(ref_ms), "audits": audit_out,
                 "checks": checked, "device_mem_peak": self.device_mem_peak(), "timer_overhead_ms": over.ms(),
+                "timer_overhead_kernel_ms": over.kernel_ms(),
                 "no_launch_rounds": no_launch, "final_round": final_round}
 
     def op_take_outputs(self, msg):
@@ -493,15 +494,24 @@ class _Overhead:
     round, so under the same host and device load as the calls it is taken off: measured once beforehand it came out
     anywhere from 0.017 ms (idle machine) to over 0.05 ms (a busy one), and a 0.2 ms kernel read 7 % under the
     profiler's device time on the H200 (docs/benchmarks.md §9). The median is used, capped at
-    `MAX_TIMER_OVERHEAD_MS`; no candidate code runs in an empty region, and on the CPU nothing is taken off."""
+    `MAX_TIMER_OVERHEAD_MS`; no candidate code runs in an empty region, and on the CPU nothing is taken off.
+
+    Beside it, for diagnosis only (`kernel_ms`, never taken off): a region that launches one no-op kernel, whose
+    excess over the empty one is the GPU's own cost of starting and retiring a kernel, which the profiler's kernel
+    durations leave out."""
 
     def __init__(self, torch):  # torch None: host-clock timing, no overhead
         self.torch = torch
         self.samples: list[float] = []
+        self.with_kernel: list[float] = []
 
     def sample(self) -> None:
         if self.torch is not None:
             self.samples.append(_cuda_region_ms(self.torch, _nothing, ())[0])
+            self.with_kernel.append(_cuda_region_ms(self.torch, _cuda_sleep(self.torch), (0,))[0])
+
+    def kernel_ms(self) -> float | None:
+        return statistics.median(self.with_kernel) if self.with_kernel else None
 
     def ms(self) -> float | None:
         if self.torch is None or not self.samples:
