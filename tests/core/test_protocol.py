@@ -92,6 +92,12 @@ def test_a_hostile_header_is_refused_without_running_code_or_allocating_beyond_t
         _forged({"obj": {}, "tensors": [("float32", [-1])]})
     with pytest.raises(ValueError, match="placeholder"):
         _forged({"obj": {protocol.TENSOR_KEY: 5}, "tensors": []})
+    r, w = os.pipe()
+    os.write(w, protocol._HEADER.pack(1 << 40))  # a 1 TiB header declared: refused before reading or allocating
+    with pytest.raises(ValueError, match="header"):
+        protocol.recv(r, time.monotonic() + 5)
+    os.close(r)
+    os.close(w)
     with pytest.raises(ValueError, match="malformed"):
         _forged([1, 2, 3])
     with pytest.raises(protocol.ChannelClosed):  # declared 16 bytes, sent 8

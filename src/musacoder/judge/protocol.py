@@ -27,7 +27,8 @@ import time
 import torch
 
 _HEADER = struct.Struct("<Q")
-MAX_MESSAGE = 64 << 30
+MAX_MESSAGE = 64 << 30  # all of a message, its raw tensors included
+MAX_HEADER = 256 << 20  # the header alone (tensors normally travel raw, after it)
 TENSOR_KEY = "__musacoder_tensor__"
 
 
@@ -152,8 +153,8 @@ def _empty_for(spec, budget: int) -> tuple[torch.Tensor, int]:
 def recv(fd: int, deadline: float | None = None):
     """One message; `deadline` (a `time.monotonic()` value) bounds the wait for all of its bytes."""
     (n,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
-    if n > MAX_MESSAGE:
-        raise ValueError("message exceeds the limit")
+    if n > MAX_HEADER:
+        raise ValueError(f"message header of {n} bytes exceeds the limit of {MAX_HEADER}")
     head = torch.load(io.BytesIO(_read_exact(fd, n, deadline)), weights_only=True, map_location="cpu")
     if not (isinstance(head, dict) and isinstance(head.get("tensors"), list) and "obj" in head):
         raise ValueError("malformed message header")
