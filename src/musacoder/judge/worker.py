@@ -496,9 +496,11 @@ class _Overhead:
     profiler's device time on the H200 (docs/benchmarks.md §9). The median is used, capped at
     `MAX_TIMER_OVERHEAD_MS`; no candidate code runs in an empty region, and on the CPU nothing is taken off.
 
-    Beside it, for diagnosis only (`kernel_ms`, never taken off): a region that launches one no-op kernel, whose
-    excess over the empty one is the GPU's own cost of starting and retiring a kernel, which the profiler's kernel
-    durations leave out."""
+    Beside every `KERNEL_EVERY`-th empty region, for diagnosis only (`kernel_ms`, never taken off): a region that
+    launches one no-op kernel, whose excess over the empty one is the GPU's own cost of starting and retiring a
+    kernel, which the profiler's kernel durations leave out (sampled sparsely: the timing stage holds the GPU)."""
+
+    KERNEL_EVERY = 4
 
     def __init__(self, torch):  # torch None: host-clock timing, no overhead
         self.torch = torch
@@ -507,8 +509,9 @@ class _Overhead:
 
     def sample(self) -> None:
         if self.torch is not None:
+            if len(self.samples) % self.KERNEL_EVERY == 0:
+                self.with_kernel.append(_cuda_region_ms(self.torch, _cuda_sleep(self.torch), (0,))[0])
             self.samples.append(_cuda_region_ms(self.torch, _nothing, ())[0])
-            self.with_kernel.append(_cuda_region_ms(self.torch, _cuda_sleep(self.torch), (0,))[0])
 
     def kernel_ms(self) -> float | None:
         return statistics.median(self.with_kernel) if self.with_kernel else None
