@@ -643,6 +643,9 @@ def _device_name(device: str) -> str:
     return f"cpu-{platform.machine()}-{os.cpu_count()}"
 
 
+TIMING_METHOD = 2  # part of the compile-baseline cache key: 2 = timer overhead measured inside the timing loop
+
+
 def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dict, init_inputs: list, seed: int,
                         mode: str | None = None, hold=None) -> float:
     """Median ms of the `torch.compile`d reference, measured in a reference-only worker (no candidate code ever ran
@@ -657,7 +660,8 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
 
     source = _source_with_overrides(task)
     dtypes = sorted({str(t.dtype) for t in state.values()}) or ["float32"]
-    key_src = json.dumps([source, _device_name(device), torch.__version__, dtypes, mode, cfg.warmup, cfg.repeats])
+    key_src = json.dumps([source, _device_name(device), torch.__version__, dtypes, mode, cfg.warmup, cfg.repeats,
+                          TIMING_METHOD])
     key = hashlib.sha256(key_src.encode()).hexdigest()
     path = Path(cfg.cache_dir) / "baselines" / f"{key}.json"
     if path.exists():
