@@ -337,6 +337,11 @@ class ForkServer:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+def server_env(extra_env: dict[str, str]) -> dict[str, str]:
+    """The part of a worker's extra environment its fork server is started with (all but `AFTER_FORK_VARS`)."""
+    return {k: v for k, v in extra_env.items() if k not in AFTER_FORK_VARS}
+
+
 class _Registry:
     """One fork server per worker configuration, started on first use; a configuration whose server failed to start
     is not tried again (its workers start the plain way). At most `max_servers` run at once (each holds about 0.5 GB
@@ -356,7 +361,7 @@ class _Registry:
     @staticmethod
     def key(extra_env: dict[str, str], isolate_network: bool) -> tuple:
         """Workers whose configurations differ only in what they read after the fork share a server."""
-        return tuple(sorted((k, v) for k, v in extra_env.items() if k not in AFTER_FORK_VARS)), isolate_network
+        return tuple(sorted(server_env(extra_env).items())), isolate_network
 
     def get(self, key: tuple, make) -> ForkServer | None:
         if not self.enabled():

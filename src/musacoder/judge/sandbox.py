@@ -220,9 +220,8 @@ class Sandbox:
             def make_server() -> forkserver.ForkServer:
                 workdir = Path(tempfile.mkdtemp(prefix="musacoder-forkserver-"))
                 prefix = list(isolation_prefix()) if self.isolate_network else []
-                shared = {k: v for k, v in self.extra_env.items() if k not in forkserver.AFTER_FORK_VARS}
-                return forkserver.ForkServer(_worker_env(workdir, self.cache_dir, shared), workdir, prefix,
-                                             self.start_timeout_s)
+                env = _worker_env(workdir, self.cache_dir, forkserver.server_env(self.extra_env))
+                return forkserver.ForkServer(env, workdir, prefix, self.start_timeout_s)
 
             # the cache folder, the GPU and the memory limit only matter to a worker's own environment (sent with each
             # fork), not to the imports
