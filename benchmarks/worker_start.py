@@ -7,7 +7,7 @@
 2. Warm throughput: `--verdicts` verifications of `examples/candidates/relu_cpu.py` (CPU backend, build cached by a
    first verification), `--workers` at once, for each mode; modes alternate over `--rounds` rounds so drift on a
    noisy machine hits both.
-3. With `--gpu cuda:0`: GPU worker starts (CUDA context, profiler, timer warm-up), one after another and all at once,
+3. With `--gpu cuda:0`: GPU worker starts (CUDA context and profiler), one after another and all at once,
    with each worker's own account of where its start went.
 Prints a table and writes JSON. Modes: `fork` (the default, `musacoder.judge.forkserver`) and `plain`
 (`MUSACODER_FORK_SERVER=0`).
@@ -34,7 +34,7 @@ def _mode(name: str) -> None:
 
 def start_seconds(cache: Path, n: int, concurrent: bool, gpu: str | None = None) -> list[float]:
     """Seconds until each worker is ready. With `gpu`, workers are started as for a GPU verification (toolchain
-    variables, CUDA context, profiler and timer warm-up before `ready`), and each worker's own account of its start is
+    variables, CUDA context and profiler before `ready`), and each worker's own account of its start is
     kept in GPU_PARTS."""
     from musacoder.judge.sandbox import Sandbox
 
