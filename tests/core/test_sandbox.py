@@ -99,6 +99,7 @@ def test_concurrent_takers_never_start_more_than_the_target_ahead():
     def taker():
         barrier.wait()
         pool.take(("k",), start)
+        pool.refill(("k",), start)
 
     threads = [threading.Thread(target=taker) for _ in range(14)]
     for t in threads:
@@ -107,6 +108,42 @@ def test_concurrent_takers_never_start_more_than_the_target_ahead():
         t.join()
     assert len(started) <= 14 + 14  # one per taker, at most `target` ahead
     assert pool.idle_count() <= 14
+    pool.target = 0
+    pool.clear()
+
+
+def test_a_taker_gets_its_own_worker_before_any_is_started_ahead():
+    """At the start of a batch the pool is empty: `take` starts the caller's worker alone (its CUDA context is not
+    made to share the GPU's start-up with the workers for later ones); `refill` then tops the idle set up."""
+    from musacoder.judge.sandbox import _Prestart
+
+    class Fake:
+        proc = type("P", (), {"poll": staticmethod(lambda: None)})()
+
+        def discard(self):
+            pass
+
+    starts: list[str] = []
+
+    def start(label):
+        def go():
+            starts.append(label)
+            return Fake()
+        return go
+
+    pool = _Prestart()
+    pool.target = 3
+    own = pool.take(("k",), start("own"))
+    assert starts == ["own"] and pool.idle_count() == 0
+    pool.refill(("k",), start("ahead"))
+    assert starts == ["own", "ahead", "ahead", "ahead"] and pool.idle_count() == 3
+    assert pool.take(("k",), start("own")) is not own and starts.count("own") == 1  # served from the idle set
+
+    def broken():
+        raise OSError("fork failed")
+
+    pool.refill(("k",), broken)  # a failed start ahead is nobody's error: the next take starts its own
+    assert pool.idle_count() == 2 and pool._starting == 0
     pool.target = 0
     pool.clear()
 

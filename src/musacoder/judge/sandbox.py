@@ -132,25 +132,34 @@ class _Prestart:
         atexit.register(self.clear)
 
     def take(self, key: tuple, start) -> _Started:
-        """An idle worker for `key` (or a fresh one), topping the idle set back up towards `target`. Idle workers and
-        those still being started are counted together, so callers arriving at once never start more than `target`
-        ahead (each of 14 concurrent callers once started 13, and ~90 idle CUDA contexts filled a GPU)."""
+        """An idle worker for `key`, or one started now. The idle set is topped up afterwards, by `refill`, once the
+        caller's own worker is ready: at the start of a batch every verification needs a worker at once, and CUDA
+        contexts made at the same moment slow each other down (4.3 s each with 28 on one H200, 0.14 s alone), so the
+        workers needed now are not made to share that start with the ones for later."""
         with self._lock:
             idle = self._idle.setdefault(key, [])
-            got = None
-            while idle and got is None:
+            while idle:
                 w = idle.pop(0)
                 if w.proc.poll() is None:
-                    got = w
-                else:
-                    w.discard()
+                    return w
+                w.discard()
+        return start()
+
+    def refill(self, key: tuple, start) -> None:
+        """Start idle workers for `key` up to `target`. Idle workers and those still being started are counted
+        together, so callers arriving at once never start more than `target` ahead (each of 14 concurrent callers once
+        started 13, and ~90 idle CUDA contexts filled a GPU)."""
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
             total = sum(len(ws) for ws in self._idle.values()) + self._starting
-            want = max(0, min(self.target - len(idle), self.target - total) - (0 if got else 1))
+            want = max(0, min(self.target - len(idle), self.target - total))
             self._starting += want
         for _ in range(want):
             w = None
             try:
                 w = start()
+            except Exception:  # noqa: BLE001 - a worker started ahead is no caller's business; a later take starts one
+                pass
             finally:
                 with self._lock:
                     self._starting -= 1
@@ -159,7 +168,6 @@ class _Prestart:
                         self._idle.setdefault(key, []).append(w)
                 if w is not None and not keep:  # the batch ended meanwhile
                     w.discard()
-        return got or start()
 
     def idle_count(self) -> int:
         with self._lock:
@@ -243,6 +251,8 @@ class Sandbox:
             self.close()
             raise
         self.ready_wait_s = time.monotonic() - t0
+        if ahead:
+            PRESTART.refill(key, start)
         return self
 
     def _await_ready(self) -> None:

@@ -310,7 +310,7 @@ class Worker:
                         dst.copy_(src)
             return cur
 
-        timed = self._timer(msg.get("l2_flush_bytes", 256 << 20))
+        timed, flush = self._timer(msg.get("l2_flush_bytes", 256 << 20))
         over = self._overhead()
 
         r = 0
@@ -318,6 +318,7 @@ class Worker:
         while True:
             args = inputs_for(r)
             if r in audits or r == final_round:
+                flush()  # the profiler's device time is taken from the L2 state the timed rounds start from
                 try:
                     out, report = self._forward(args, profile=True, copy=False, seed=seed_for(master, r))
                 except BaseException as e:  # noqa: BLE001
@@ -366,11 +367,14 @@ class Worker:
         return {"ok": True, "outputs": {r: to_cpu(o) if o is not None else None for r, o in held.items()}}
 
     def _timer(self, l2_flush_bytes: int):
-        """The one timing primitive, for the candidate and both baselines: `timed(fn, args) -> (ms, out)`, raw.
+        """The one timing primitive, for the candidate and both baselines: `(timed, flush)`, where
+        `timed(fn, args) -> (ms, out)` is raw and `flush()` evicts the L2 cache as `timed` does before each call.
 
         Host clock around a synchronised call on the CPU; on CUDA, events with the whole device synchronised inside
         the timed region (so work left on any stream counts) after an L2 flush. The CUDA region's own latency is taken
-        off afterwards (`_Overhead`)."""
+        off afterwards (`_Overhead`). Audit rounds call `flush` too, so the profiler's device time is measured from the
+        same cold L2 as the timed rounds (without it, a memory-bound kernel could find in L2 the inputs the refill had
+        just written)."""
         torch = self.torch
         if not self.device.startswith("cuda"):
             def timed_cpu(fn, args):
@@ -381,14 +385,17 @@ class Worker:
                 self.sync()
                 return (_perf_ns() - t0) / 1e6, out
 
-            return timed_cpu
-        flush = torch.empty(l2_flush_bytes, dtype=torch.uint8, device=self.device)
+            return timed_cpu, _nothing
+        scratch = torch.empty(l2_flush_bytes, dtype=torch.uint8, device=self.device)
+
+        def flush():
+            scratch.zero_()
 
         def timed_cuda(fn, args):
-            flush.zero_()
+            flush()
             return _cuda_region_ms(torch, fn, args)
 
-        return timed_cuda
+        return timed_cuda, flush
 
     def _overhead(self) -> _Overhead:
         return _Overhead(self.torch if self.device.startswith("cuda") else None)
@@ -410,7 +417,7 @@ class Worker:
 
     def op_time_compile(self, msg):
         """Time the compiled reference (`compile_reference` first) on rotating inputs: the `torch.compile` baseline."""
-        timed = self._timer(msg.get("l2_flush_bytes", 256 << 20))
+        timed, _ = self._timer(msg.get("l2_flush_bytes", 256 << 20))
         over = self._overhead()
         sets, times = self._compile_sets, []
         for r in range(msg["warmup"] + msg["repeats"]):
