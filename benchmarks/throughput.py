@@ -143,14 +143,25 @@ def run_batch(items, workers: int, cache: Path):
     jobs = [VerifyJob(i, load_task(t, o), c.read_text(), "cuda") for i, t, c, o in items]
     t0 = time.monotonic()
     out = {}
+    done_at = []  # seconds from the start at which each verdict came back
     for job, v in verify_many(jobs, workers=workers, config=cfg):
         out[job.id] = v
+        done_at.append(time.monotonic() - t0)
         stages = " ".join(f"{k}={x:.1f}" for k, x in v.stage_s.items())
         why = ""
         if v.status != "ok" and (v.violations or v.error):
             why = " | " + (v.violations[0] if v.violations else v.error).strip().splitlines()[-1][:160]
         print(f"  {job.id:45s} {v.status:12s} build {v.build_s or 0:5.1f}s speedup {v.speedup or 0:6.2f} wall {v.wall_s:6.1f}s [{stages}]{why}", flush=True)
-    return out, time.monotonic() - t0
+    return out, time.monotonic() - t0, done_at
+
+
+def steady_rate(done_at: list[float], workers: int) -> float | None:
+    """Verdicts per minute after the first wave (from the `workers`-th verdict to the last): the rate of a pool that
+    is already running, without the batch's start-up, where every worker is started at the same moment."""
+    if len(done_at) <= workers + 1:
+        return None
+    span = done_at[-1] - done_at[workers - 1]
+    return 60 * (len(done_at) - workers) / span if span > 0 else None
 
 
 def main() -> None:
@@ -188,7 +199,7 @@ def main() -> None:
         print(f"== {phase} cache: {len(items)} candidates, {a.workers} workers")
         DEVICE_SLOTS.peak.clear()
         with GpuMemorySampler() as mem:
-            verdicts, secs = run_batch(items, a.workers, cache)
+            verdicts, secs, done_at = run_batch(items, a.workers, cache)
         builds = sorted(v.build_s or 0 for v in verdicts.values())
         statuses: dict = {}
         for v in verdicts.values():
@@ -197,7 +208,8 @@ def main() -> None:
         for v in verdicts.values():
             for k, x in v.stage_s.items():
                 stages[k] = stages.get(k, 0.0) + x / len(verdicts)
-        res[phase] = {"seconds": secs, "verdicts_per_min": 60 * len(verdicts) / secs, "statuses": statuses,
+        res[phase] = {"seconds": secs, "verdicts_per_min": 60 * len(verdicts) / secs,
+                      "steady_verdicts_per_min": steady_rate(done_at, a.workers), "statuses": statuses,
                       "build_median_s": statistics.median(builds), "build_p90_s": builds[max(0, math.ceil(0.9 * len(builds)) - 1)],
                       "cached_builds": sum(bool(v.build_cached) for v in verdicts.values()),
                       "mean_stage_s": {k: round(x, 3) for k, x in sorted(stages.items())},
@@ -208,7 +220,9 @@ def main() -> None:
                       "worker_peak_over_estimate_max": max([v.device_mem_gb / estimate_gb[k] for k, v in verdicts.items()
                                                             if v.device_mem_gb] or [0.0]),
                       "verdicts": {k: v.model_dump(mode="json", include={"status", "speedup", "build_s", "build_cached", "wall_s", "error", "violations", "stage_s", "device_mem_gb"}) | {"estimate_gb": round(estimate_gb[k], 2)} for k, v in verdicts.items()}}
-        print(f"   {phase}: {res[phase]['verdicts_per_min']:.1f} verdicts/min; mean seconds per stage {res[phase]['mean_stage_s']}")
+        steady = res[phase]["steady_verdicts_per_min"]
+        print(f"   {phase}: {res[phase]['verdicts_per_min']:.1f} verdicts/min (after the first wave: "
+              f"{f'{steady:.1f}' if steady else '-'}); mean seconds per stage {res[phase]['mean_stage_s']}")
         print(f"   {phase} memory: slots {res[phase]['slots_peak']}, GPU used at peak {res[phase]['gpu_used_peak_gb']} GB, "
               f"worst worker peak / estimate {res[phase]['worker_peak_over_estimate_max']:.2f}")
         if a.json:  # written after each phase, so a cut run keeps what it measured
