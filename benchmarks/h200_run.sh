@@ -18,7 +18,7 @@
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests throughput baseline"}  # also: smoke workerstart buildlat bench rl fidelity multigpu
+STEPS=${STEPS:-"tests throughput baseline"}  # also: smoke workerstart buildlat bench rl fidelity probe multigpu
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
@@ -98,6 +98,13 @@ if has fidelity; then  # speedup spread over 5 evaluations, measured vs profiler
   timeout ${T_FID:-500} python3 benchmarks/timing_fidelity.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
     --limit ${FID_LIMIT:-10} --every ${FID_EVERY:-1} --repeats 5 --json "$OUT/fidelity.json" > "$OUT/fidelity.log" 2>&1
   tail -14 "$OUT/fidelity.log"
+fi
+if has probe; then  # where a timed region's excess over the profiler comes from: idle, then beside busy processes
+  for load in 0 ${PROBE_LOAD:-14}; do
+    timeout ${T_PROBE:-120} python3 benchmarks/timer_probe.py --rounds ${PROBE_ROUNDS:-40} --cpu-load $load \
+      --json "$OUT/probe_load$load.json" > "$OUT/probe_load$load.log" 2>&1
+    tail -8 "$OUT/probe_load$load.log"
+  done
 fi
 if has multigpu; then  # issue 6, on a machine with 2+ GPUs only (unverified until one is lent)
   timeout ${T_MULTI:-540} python3 benchmarks/multi_gpu.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
