@@ -3,11 +3,12 @@
     python benchmarks/timer_probe.py --rounds 40 --json probe.json [--cpu-load 16]
 
 For one memory-bound kernel (ReLU, ~0.2 ms on an H200) and one compute-bound one (fp32 GEMM, a few ms), each round
-is timed three ways in the same region as the verifier's timer (`musacoder.judge.worker._cuda_region_ms`: pre-roll
-spin, start event, call, whole-device synchronise, end event):
+is timed three ways, with the verifier's own timed region (`musacoder.judge.worker._cuda_region`: pre-roll spin, start
+event, call, an event on the calling stream, whole-device synchronise, end event):
   * `device`: start event to the end event recorded after the whole-device synchronise, less the median empty region
-    (what the verifier reports);
-  * `stream`: start event to an event recorded on the stream right after the call (no host round trip in it);
+    (what the verifier reported up to docs/benchmarks.md §9);
+  * `stream`: start event to the event on the calling stream (no host round trip in it; what it reports now, plus
+    any device time beyond the round trip, see `_RoundTrip`);
   * `profiler`: the kernel's duration as the profiler reports it, in separate rounds with the same L2 flush.
 The L2 flush before each round is done three ways: writing a 256 MB buffer (`zero`, leaves dirty lines in L2 that
 the kernel must write back), reading it (`read`, clean lines), or not at all (`none`). With --cpu-load N, N busy
@@ -39,7 +40,7 @@ def main() -> None:
 
     import torch
 
-    from musacoder.judge.worker import PREROLL_CYCLES, _cuda_region_ms
+    from musacoder.judge.worker import _cuda_region
     from musacoder.legality.runtime import analyse_events
 
     stop = mp.Event()
@@ -56,16 +57,8 @@ def main() -> None:
 
     def region(fn, flush):
         flush()
-        torch.cuda.synchronize()
-        start, mid, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-        torch.cuda._sleep(PREROLL_CYCLES)
-        start.record()
-        fn()
-        mid.record()
-        torch.cuda.synchronize()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end), start.elapsed_time(mid)
+        t, _ = _cuda_region(torch, fn, ())
+        return t.device_ms, t.stream_ms
 
     def profiled(fn, flush):
         flush()
@@ -86,7 +79,7 @@ def main() -> None:
                 d, s = region(fn, flush)
                 dev_ms.append(d)
                 stream_ms.append(s)
-                empty_ms.append(_cuda_region_ms(torch, lambda: None, ())[0])
+                empty_ms.append(_cuda_region(torch, lambda: None, ())[0].device_ms)
             for _ in range(max(5, a.rounds // 4)):
                 prof_ms.append(profiled(fn, flush))
             p = statistics.median(prof_ms)

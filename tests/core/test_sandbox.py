@@ -300,25 +300,44 @@ def test_a_stopped_fork_server_is_replaced_not_waited_for(tmp_path, monkeypatch)
         assert isinstance(sb.proc, forkserver.ForkedProcess) and sb.proc.server is not server
 
 
-def test_the_timer_overhead_is_measured_in_the_timing_loop_and_taken_off_both_sides(monkeypatch):
-    """Each timed round is followed by an empty timed region; their median, capped, is taken off every time (candidate
-    and reference), never below the floor; nothing is measured or taken off on the CPU."""
+def test_a_candidate_is_timed_to_its_stream_end_and_charged_for_work_left_on_other_streams(monkeypatch):
+    """CUDA times run to the end of the calling stream's work. After each timed round a GPU spin as long as the
+    candidate's median stream time is timed the same way: its device-minus-stream gap is the host's round trip, and a
+    candidate is charged for device time beyond that round trip's 75th percentile (work on other streams)."""
     from musacoder.judge import worker
 
-    empties, one_kernel = iter([0.02, 0.03, 0.01, 0.5, 0.02]), iter([0.03, 0.05])  # one-kernel: rounds 0 and 4
-    monkeypatch.setattr(worker, "_cuda_region_ms",
-                        lambda torch, fn, args: (next(empties if fn is worker._nothing else one_kernel), None))
-    monkeypatch.setattr(worker, "_cuda_sleep", lambda torch: lambda cycles: None)
-    over = worker._Overhead(torch=object())
-    assert over.ms() is None and over.off([1.0]) == [1.0]
-    for _ in range(5):
-        over.sample()
-    assert over.ms() == 0.02  # the median: one slow empty region (0.5 ms) does not move it
-    assert over.with_kernel == [0.03, 0.05] and over.kernel_ms() == 0.04  # every 4th round; for diagnosis only
-    assert over.off([0.2, 0.0235, 0.01]) == [pytest.approx(0.18), pytest.approx(0.0035), worker.MIN_TIMED_MS]
-    slow = worker._Overhead(torch=object())
-    slow.samples = [0.2, 0.3, 0.4]
-    assert slow.ms() == worker.MAX_TIMER_OVERHEAD_MS  # a busy device cannot take off more than the cap
-    cpu = worker._Overhead(torch=None)
-    cpu.sample()
-    assert cpu.samples == [] and cpu.ms() is None and cpu.kernel_ms() is None and cpu.off([0.3]) == [0.3]
+    spins: list[int] = []
+    trips = iter([0.020, 0.030, 0.025, 0.400])  # one very slow round trip (a busy host)
+
+    def region(torch, fn, args):
+        assert fn == "spin"
+        spins.append(args[0])
+        ms = args[0] / 2e6  # the GPU spins at 2 GHz
+        return worker.Region(device_ms=ms + next(trips), stream_ms=ms), None
+
+    monkeypatch.setattr(worker, "_cuda_region", region)
+    monkeypatch.setattr(worker, "_cuda_sleep", lambda torch: "spin")
+    trip = worker._RoundTrip(torch=object())
+    assert trip.ms() is None
+    legit = [worker.Region(0.225, 0.200), worker.Region(0.240, 0.200), worker.Region(0.221, 0.201)]
+    for _ in range(4):
+        trip.sample([r.stream_ms for r in legit])
+    assert spins[0] == int(0.200 * worker._RoundTrip.CYCLES_PER_MS)  # as long as the candidate's median stream time
+    assert spins[1] == int(0.200 * 2e6)  # then at the spin's measured rate
+    assert trip.ms() == worker._RoundTrip.MAX_MS  # the 75th percentile (0.4 ms here) is capped
+    trip.gaps = [0.020, 0.030, 0.025, 0.022]
+    assert trip.ms() == 0.030
+    # a legitimate candidate: every gap within the round trip, so its time is its stream time
+    assert trip.charge(legit[:1] + legit[2:]) == [0.200, 0.201]
+    # a round trip longer than R: only the excess is charged
+    assert trip.charge([worker.Region(0.240, 0.200)]) == [pytest.approx(0.210)]
+    # its work on a side stream: the calling stream ends at once, the device 0.2 ms later; charged all but R
+    assert trip.charge([worker.Region(0.225, 0.001)]) == [pytest.approx(0.195)]
+    assert trip.charge([worker.Region(0.0, 0.0)]) == [worker.MIN_TIMED_MS]
+    side = worker._RoundTrip(torch=object())
+    trips = iter([0.02])
+    side.sample([0.001, 0.001, 0.002])  # a side-stream candidate's stream time is short, and so is its spin
+    assert spins[-1] == int(0.001 * worker._RoundTrip.CYCLES_PER_MS)
+    cpu = worker._RoundTrip(torch=None)  # host clock: nothing measured or charged
+    cpu.sample([0.3])
+    assert cpu.gaps == [] and cpu.ms() is None and cpu.charge([worker.Region(0.3, 0.3)]) == [0.3]

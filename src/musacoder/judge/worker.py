@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import NamedTuple
 
 # Captured before candidate code exists in this process.
 _perf_ns = time.perf_counter_ns
@@ -311,7 +312,7 @@ class Worker:
             return cur
 
         timed, flush = self._timer(msg.get("l2_flush_bytes", 256 << 20))
-        over = self._overhead()
+        trip = self._round_trip()
 
         r = 0
         final_round = None
@@ -344,18 +345,17 @@ class Worker:
                 del ref_out
                 if r >= warmup:
                     cand_ms.append(t_c)
-                    ref_ms.append(t_r)
-                    over.sample()
+                    ref_ms.append(t_r.stream_ms)  # trusted eager PyTorch: its work is on the stream it was called on
+                    trip.sample([t.stream_ms for t in cand_ms])
             r += 1
             n = len(cand_ms)
             if final_round is None and r > max(audits | checks, default=0) and n >= min_rep:
                 done = n >= max_rep or (_perf_ns() - start) > budget_ns or (
-                    _sem(over.off(cand_ms)) < msg["target_sem"] and _sem(over.off(ref_ms)) < msg["target_sem"])
+                    _sem(trip.charge(cand_ms)) < msg["target_sem"] and _sem(ref_ms) < msg["target_sem"])
                 if done:
                     final_round = r
-        return {"ok": True, "candidate_ms": over.off(cand_ms), "reference_ms": over.off(ref_ms), "audits": audit_out,
-                "checks": checked, "device_mem_peak": self.device_mem_peak(), "timer_overhead_ms": over.ms(),
-                "timer_overhead_kernel_ms": over.kernel_ms(),
+        return {"ok": True, "candidate_ms": trip.charge(cand_ms), "reference_ms": ref_ms, "audits": audit_out,
+                "checks": checked, "device_mem_peak": self.device_mem_peak(), "timer_overhead_ms": trip.ms(),
                 "no_launch_rounds": no_launch, "final_round": final_round}
 
     def op_take_outputs(self, msg):
@@ -368,13 +368,12 @@ class Worker:
 
     def _timer(self, l2_flush_bytes: int):
         """The one timing primitive, for the candidate and both baselines: `(timed, flush)`, where
-        `timed(fn, args) -> (ms, out)` is raw and `flush()` evicts the L2 cache as `timed` does before each call.
+        `timed(fn, args) -> (Region, out)` and `flush()` evicts the L2 cache as `timed` does before each call.
 
-        Host clock around a synchronised call on the CPU; on CUDA, events with the whole device synchronised inside
-        the timed region (so work left on any stream counts) after an L2 flush. The CUDA region's own latency is taken
-        off afterwards (`_Overhead`). Audit rounds call `flush` too, so the profiler's device time is measured from the
-        same cold L2 as the timed rounds (without it, a memory-bound kernel could find in L2 the inputs the refill had
-        just written)."""
+        Host clock around a synchronised call on the CPU; on CUDA, `_cuda_region` after an L2 flush: the time to the
+        end of the calling stream's work, and to the end of the whole device's (`_RoundTrip` charges the candidate for
+        work left on other streams). Audit rounds call `flush` too, so the profiler's device time is measured from the
+        same cold L2 as the timed rounds."""
         torch = self.torch
         if not self.device.startswith("cuda"):
             def timed_cpu(fn, args):
@@ -383,7 +382,8 @@ class Worker:
                 with torch.no_grad():
                     out = fn(*args)
                 self.sync()
-                return (_perf_ns() - t0) / 1e6, out
+                ms = (_perf_ns() - t0) / 1e6
+                return Region(ms, ms), out
 
             return timed_cpu, _nothing
         scratch = torch.empty(l2_flush_bytes, dtype=torch.uint8, device=self.device)
@@ -393,12 +393,12 @@ class Worker:
 
         def timed_cuda(fn, args):
             flush()
-            return _cuda_region_ms(torch, fn, args)
+            return _cuda_region(torch, fn, args)
 
         return timed_cuda, flush
 
-    def _overhead(self) -> _Overhead:
-        return _Overhead(self.torch if self.device.startswith("cuda") else None)
+    def _round_trip(self) -> _RoundTrip:
+        return _RoundTrip(self.torch if self.device.startswith("cuda") else None)
 
     def op_compile_reference(self, msg):
         """Compile the reference with torch.compile and run it once on each input set (the compile and its warm-up are
@@ -418,14 +418,12 @@ class Worker:
     def op_time_compile(self, msg):
         """Time the compiled reference (`compile_reference` first) on rotating inputs: the `torch.compile` baseline."""
         timed, _ = self._timer(msg.get("l2_flush_bytes", 256 << 20))
-        over = self._overhead()
         sets, times = self._compile_sets, []
         for r in range(msg["warmup"] + msg["repeats"]):
-            ms, _ = timed(self._compiled, sets[r % len(sets)])
+            t, _ = timed(self._compiled, sets[r % len(sets)])
             if r >= msg["warmup"]:
-                times.append(ms)
-                over.sample()
-        return {"ok": True, "compile_ms": over.off(times), "timer_overhead_ms": over.ms()}
+                times.append(t.stream_ms)  # trusted code (inductor's kernels), timed like the eager reference
+        return {"ok": True, "compile_ms": times}
 
 
 def _clone(out):
@@ -459,9 +457,8 @@ _SLEEP = None
 # Timed CUDA regions start behind a ~200 us GPU spin (at about 2 GHz) so the host's launch latency of the timed call is
 # hidden, as it would be in a stream of work; whatever the call's host side costs beyond that is still counted. With a
 # 50 us spin, a 0.40 ms ReLU kernel on the H200 still timed at 0.45-0.47 ms (the Python path to the launch was longer).
-# Host work cannot hide computation behind it: reading the inputs back waits for the spin first.
+# Host work cannot hide computation behind it: reading the inputs back waits for it.
 PREROLL_CYCLES = 400_000
-MAX_TIMER_OVERHEAD_MS = 0.05  # at most this is taken off, however slow the empty regions were
 MIN_TIMED_MS = 1e-3
 
 
@@ -475,62 +472,86 @@ def _cuda_sleep(torch):
     return _SLEEP or torch.cuda._sleep
 
 
-def _cuda_region_ms(torch, fn, args):
-    """One timed CUDA region: device synchronised, the pre-roll spin, start event, the call, a whole-device synchronise
-    (so work left on any stream counts), end event. Returns (ms, output). Timers as captured before candidate code."""
+class Region(NamedTuple):
+    """One timed call, in ms from the start event: to the end of the work on the stream it was called on
+    (`stream_ms`), and to an event recorded after the whole device was synchronised (`device_ms`: all streams, plus the
+    host's round trip through the synchronise)."""
+
+    device_ms: float
+    stream_ms: float
+
+
+def _cuda_region(torch, fn, args):
+    """One timed CUDA region: device synchronised, the pre-roll spin, start event, the call, an event on the calling
+    stream, a whole-device synchronise (so work left on any stream is waited for), end event. Returns (Region, output).
+    Timers as captured before candidate code."""
     torch.cuda.synchronize()
     Event = _cuda_event_class(torch)
-    start, end = Event(enable_timing=True), Event(enable_timing=True)
+    start, on_stream, end = Event(enable_timing=True), Event(enable_timing=True), Event(enable_timing=True)
     _cuda_sleep(torch)(PREROLL_CYCLES)  # the GPU is busy while the host issues the call, so launch latency is not timed
     start.record()
     with torch.no_grad():
         out = fn(*args)
+    on_stream.record()
     torch.cuda.synchronize()
     end.record()
     end.synchronize()
-    return start.elapsed_time(end), out
+    return Region(start.elapsed_time(end), start.elapsed_time(on_stream)), out
 
 
 def _nothing():
     return None
 
 
-class _Overhead:
-    """The latency of an empty timed CUDA region (the device synchronise and the end event), taken off every CUDA time,
-    candidate and reference alike. It is measured in the timing loop itself, one empty region after each timed
-    round, so under the same host and device load as the calls it is taken off: measured once beforehand it came out
-    anywhere from 0.017 ms (idle machine) to over 0.05 ms (a busy one), and a 0.2 ms kernel read 7 % under the
-    profiler's device time on the H200 (docs/benchmarks.md §9). The median is used, capped at
-    `MAX_TIMER_OVERHEAD_MS`; no candidate code runs in an empty region, and on the CPU nothing is taken off.
+class _RoundTrip:
+    """What a candidate's time is: the end of its calling stream's work, plus whatever of the whole device's end lies
+    beyond the host's round trip (work the candidate left on other streams).
 
-    Beside every `KERNEL_EVERY`-th empty region, for diagnosis only (`kernel_ms`, never taken off): a region that
-    launches one no-op kernel, whose excess over the empty one is the GPU's own cost of starting and retiring a
-    kernel, which the profiler's kernel durations leave out (sampled sparsely: the timing stage holds the GPU)."""
+    The whole-device end is recorded only after the host saw the synchronise return, so it carries a round trip that
+    grows with how long the host waited and how busy the CPU is: on the H200 (docs/benchmarks.md §10, timer_probe.py)
+    0.02 ms after a 0.2 ms kernel and 0.03-0.09 ms (median) after a 2.7 ms one with 14 busy processes beside it, while
+    the calling stream's end was within 0.005 ms of the profiler's kernel time in every case. Taking off one
+    empty region's latency left 0.2 ms kernels 5 % over the profiler's time.
 
-    KERNEL_EVERY = 4
+    The round trip is measured in the timing loop: after each timed round, a region whose calling-stream work is a GPU
+    spin as long as the candidate's median stream time (so the host waits as long as for the candidate), timed the same
+    way; its device-minus-stream gap is a pure round trip. Per round, the candidate is charged
+    `stream_ms + max(0, (device_ms - stream_ms) - R)`, R the `QUANTILE` of those gaps (at most `MAX_MS`): work left on other streams is
+    counted beyond R (a candidate that puts its work on a side stream has a short stream time, so its spin is short
+    too, and a short wait's round trip is the smaller one). The reference and the compile baseline are trusted
+    PyTorch code, timed by their calling stream alone. On the CPU (host clock) nothing is charged or measured."""
 
-    def __init__(self, torch):  # torch None: host-clock timing, no overhead
+    QUANTILE = 0.75
+    MAX_MS = 0.15  # R never exceeds this, however busy the host (a longer round trip is charged: the safe direction)
+    CYCLES_PER_MS = 1.98e6  # the spin's first guess (an H200's SM clock); then measured from the spins themselves
+
+    def __init__(self, torch):  # torch None: host-clock timing
         self.torch = torch
-        self.samples: list[float] = []
-        self.with_kernel: list[float] = []
+        self.gaps: list[float] = []
+        self.rates: list[float] = []
 
-    def sample(self) -> None:
-        if self.torch is not None:
-            if len(self.samples) % self.KERNEL_EVERY == 0:
-                self.with_kernel.append(_cuda_region_ms(self.torch, _cuda_sleep(self.torch), (0,))[0])
-            self.samples.append(_cuda_region_ms(self.torch, _nothing, ())[0])
-
-    def kernel_ms(self) -> float | None:
-        return statistics.median(self.with_kernel) if self.with_kernel else None
+    def sample(self, cand_stream_ms: list[float]) -> None:
+        if self.torch is None or not cand_stream_ms:
+            return
+        rate = statistics.median(self.rates) if self.rates else self.CYCLES_PER_MS
+        cycles = int(min(max(statistics.median(cand_stream_ms), 1e-3) * rate, 2**31 - 1))
+        t, _ = _cuda_region(self.torch, _cuda_sleep(self.torch), (cycles,))
+        self.gaps.append(max(0.0, t.device_ms - t.stream_ms))
+        if t.stream_ms > 0.01:
+            self.rates.append(cycles / t.stream_ms)
 
     def ms(self) -> float | None:
-        if self.torch is None or not self.samples:
+        """R: the round trip allowed between the calling stream's end and the whole device's end."""
+        if self.torch is None or not self.gaps:
             return None
-        return min(statistics.median(self.samples), MAX_TIMER_OVERHEAD_MS)
+        xs = sorted(self.gaps)
+        return min(xs[min(len(xs) - 1, int(self.QUANTILE * len(xs)))], self.MAX_MS)
 
-    def off(self, xs: list[float]) -> list[float]:
-        o = self.ms() or 0.0
-        return [max(x - o, MIN_TIMED_MS) for x in xs]
+    def charge(self, regions: list[Region]) -> list[float]:
+        if self.torch is None:
+            return [t.device_ms for t in regions]
+        rt = self.ms() or 0.0
+        return [max(t.stream_ms + max(0.0, t.device_ms - t.stream_ms - rt), MIN_TIMED_MS) for t in regions]
 
 
 def _sem(xs: list[float]) -> float:
