@@ -54,7 +54,7 @@ def test_prestarted_workers_are_fresh_per_use_and_cleared(tmp_path):
     from musacoder.judge import sandbox
 
     gpu = {"MUSACODER_PREWARM_DEVICE": "cuda:0"}  # only GPU verifications use workers started ahead
-    with sandbox.prestarted_workers(2):
+    with sandbox.prestarted_workers(2, linger_s=0):
         with Sandbox(tmp_path, env=gpu) as first:
             pid1 = first.proc.pid
             assert first.request({"op": "exit"}, 60)["ok"]
@@ -341,3 +341,41 @@ def test_a_candidate_is_timed_to_its_stream_end_and_charged_for_work_left_on_oth
     cpu = worker._RoundTrip(torch=None)  # host clock: nothing measured or charged
     cpu.sample([0.3])
     assert cpu.gaps == [] and cpu.ms() is None and cpu.charge([worker.Region(0.3, 0.3)]) == [0.3]
+
+
+def test_idle_workers_linger_for_the_next_batch_then_are_killed():
+    """Between two batches (an RL run's steps) the idle workers are kept for the next one; after the linger they
+    are killed, unless a batch is running again by then."""
+    from musacoder.judge.sandbox import _Prestart
+
+    class Fake:
+        proc = type("P", (), {"poll": staticmethod(lambda: None)})()
+
+        def __init__(self):
+            self.discarded = False
+
+        def discard(self):
+            self.discarded = True
+
+    pool = _Prestart()
+    pool.target = 2
+    pool.refill(("k",), Fake)
+    kept = [w for ws in pool._idle.values() for w in ws]
+    pool.target = 0
+    pool.release(0.3)  # the first batch ended
+    assert pool.idle_count() == 2
+    pool.target = 2  # the next batch began within the linger: its first verification finds a ready worker
+    got = pool.take(("k",), Fake)
+    assert got in kept
+    time.sleep(0.5)
+    assert pool.idle_count() == 1  # the expired linger did not clear a running batch's workers
+    pool.target = 0
+    pool.release(0.2)
+    assert pool.idle_count() == 1
+    time.sleep(0.5)
+    assert pool.idle_count() == 0 and all(w.discarded for w in kept if w is not got)
+    pool.target = 2
+    pool.refill(("k",), Fake)
+    pool.target = 0
+    pool.release(0)  # no linger: killed at once
+    assert pool.idle_count() == 0

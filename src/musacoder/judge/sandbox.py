@@ -128,6 +128,7 @@ class _Prestart:
         self._lock = threading.Lock()
         self._idle: dict[tuple, list[_Started]] = {}
         self._starting = 0  # workers being started ahead right now (counted against the target)
+        self._released = 0  # bumped by each `release`: a later batch or release cancels an earlier linger
         self.target = 0
         atexit.register(self.clear)
 
@@ -173,6 +174,28 @@ class _Prestart:
         with self._lock:
             return sum(len(ws) for ws in self._idle.values())
 
+    def release(self, linger_s: float) -> None:
+        """The batch ended: kill the idle workers after `linger_s` seconds unless a batch is running by then (an RL
+        run verifies one batch per step, and the next step's first verifications then find ready workers instead of
+        making every CUDA context at once). Idle workers hold a CUDA context each (~0.5 GB) while they linger; nothing
+        ever ran in them, and each still serves one verification only."""
+        with self._lock:
+            self._released += 1
+            mine = self._released
+        if linger_s <= 0:
+            self.clear()
+            return
+
+        def expire():
+            with self._lock:
+                stale = self.target == 0 and self._released == mine
+            if stale:
+                self.clear()
+
+        t = threading.Timer(linger_s, expire)
+        t.daemon = True
+        t.start()
+
     def clear(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, {}
@@ -184,9 +207,14 @@ class _Prestart:
 PRESTART = _Prestart()
 
 
+PRESTART_LINGER_S = float(os.environ.get("MUSACODER_PRESTART_LINGER_S", "30"))
+
+
 @contextlib.contextmanager
-def prestarted_workers(n: int):
-    """Keep up to `n` idle workers started ahead while the block runs (the batch pool uses its worker count)."""
+def prestarted_workers(n: int, linger_s: float | None = None):
+    """Keep up to `n` idle workers started ahead while the block runs (the batch pool uses its worker count); the
+    idle ones are kept `linger_s` seconds more (default `PRESTART_LINGER_S`, env `MUSACODER_PRESTART_LINGER_S`) for
+    the next batch, then killed (at once with 0, and always at exit)."""
     old = PRESTART.target
     PRESTART.target = max(old, n)
     try:
@@ -194,7 +222,7 @@ def prestarted_workers(n: int):
     finally:
         PRESTART.target = old
         if old == 0:
-            PRESTART.clear()
+            PRESTART.release(PRESTART_LINGER_S if linger_s is None else linger_s)
 
 
 class Sandbox:
