@@ -9,8 +9,8 @@ call), the aten ops the profiler saw and the kernel launches the build/launch ho
 from __future__ import annotations
 
 import math
-import statistics
 import os
+import statistics
 import sys
 import threading
 import time
