@@ -82,7 +82,7 @@ def main() -> None:
 
     from musacoder.config import VerifyConfig
     from musacoder.judge.batch import VerifyJob
-    from musacoder.judge.pipeline import DEVICE_SLOTS, trace_overlaps
+    from musacoder.judge.slots import DEVICE_SLOTS, trace_overlaps
     from musacoder.tasks import load_task
 
     n_gpus = torch.cuda.device_count()

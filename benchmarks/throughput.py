@@ -52,7 +52,7 @@ def _task_bytes(task) -> int:
     """Bytes of the task's inputs, outputs and weights (inputs alone when the reference cannot run on meta tensors)."""
     import torch
 
-    from musacoder.judge.pipeline import meta_bytes
+    from musacoder.judge.slots import meta_bytes
     from musacoder.tasks import load_module
 
     m = load_module(task)
@@ -184,10 +184,14 @@ def main() -> None:
         print(" ".join([f"--only '{','.join(i + '*' for i, _, _, _ in items)}'"] +
                        [f"--set '{i}*:{k}={v}'" for i, _, _, o in items for k, v in o.items()]))
         return
-    from musacoder.judge.pipeline import DEVICE_SLOTS, device_footprint
+    from musacoder.judge.slots import DEVICE_SLOTS, GiB, WORKER_FIXED, TRUSTED_FIXED, footprint
     from musacoder.tasks import load_module, load_task
 
-    estimate_gb = {i: device_footprint(load_module(load_task(t, o))) / 2**30 for i, t, _, o in items}
+    def estimate(task) -> float:
+        fp = footprint(load_module(task))
+        return (fp.total if fp else WORKER_FIXED + TRUSTED_FIXED) / GiB
+
+    estimate_gb = {i: estimate(load_task(t, o)) for i, t, _, o in items}
     cache = a.cache or Path(tempfile.mkdtemp(prefix="mc-bench-cache-"))
     res = {}
     phases = [x.strip() for x in a.phases.split(",") if x.strip()]

@@ -22,6 +22,11 @@ class VerifyConfig(BaseModel):
         description="Draw half the trials' floating inputs from a second, non-uniform distribution "
         "(sign-preserving log-normal scaling) so partial computations that pass on uniform inputs fail.",
     )
+    structured_trials: int = Field(
+        2, ge=0, le=2,
+        description="Extra correctness trials on structured inputs (zero-mean; zero-mean with one slice offset by 8 "
+        "standard deviations): subsampled or partial work and reduced-precision arithmetic fail them.",
+    )
     rel_l2_tol: dict[str, float] = Field(
         default_factory=lambda: {"float32": 1e-2, "float64": 1e-2, "float16": 5e-2, "bfloat16": 5e-2},
         description="Bound on ||out-ref||/||ref|| per output dtype, checked next to allclose.",
@@ -39,7 +44,8 @@ class VerifyConfig(BaseModel):
     max_repeats: int = Field(200, ge=1, description="Upper bound on timed calls per side (adaptive repeats).")
     target_sem: float = Field(0.01, gt=0, description="Stop repeating once the standard error of the mean is below this fraction of the mean.")
     time_budget_s: float = Field(10.0, gt=0, description="Time budget for the adaptive timing loop per side.")
-    input_sets: int = Field(4, ge=1, description="Distinct input sets rotated through while timing.")
+    input_sets: int = Field(4, ge=1, description="Distinct input sets rotated through while timing (at most; fewer when "
+                            "one set is large, see musacoder.judge.slots.Footprint.input_sets).")
     rechecks: int = Field(2, ge=0, description="Secretly chosen timing rounds re-checked against the reference: this many "
                           "run under the profiler (ops and kernels checked too), and this many more are ordinary timed rounds whose output is kept.")
     baseline: Literal["eager", "compile"] = Field("eager", description="Speedup in the reward is measured against this baseline.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 Backend = Literal["cpu", "triton", "cuda"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
@@ -72,6 +72,8 @@ class TrialResult(BaseModel):
     passed: bool
     max_abs_error: float | None = None
     rel_l2_error: float | None = None
+    precision_error: float | None = None  # error against the float64 reference, where the precision rule applied
+    precision_bound: float | None = None  # the rule's bound τ for that trial (musacoder.judge.compare)
     message: str = ""
 
 
@@ -100,7 +102,7 @@ class Verdict(BaseModel):
     runtime_ms: float | None = None
     ref_runtime_ms: float | None = None
     compile_runtime_ms: float | None = None
-    reward: float = -1.0
+    reward: float | None = -1.0  # None for infra_error: a verifier fault is no verdict on the candidate
     violations: list[str] = Field(default_factory=list)
     feedback: str = ""
     # Diagnostics (not part of the minimal contract, but stable).
@@ -120,12 +122,24 @@ class Verdict(BaseModel):
     # 75th percentile measured in the timing loop): device time beyond it is work left on other streams, and charged
     timer_overhead_ms: float | None = None
     device_mem_gb: float | None = None  # peak GPU memory the candidate's worker reserved (PyTorch allocator), GiB
+    # peak GPU memory the trusted process reserved while the verification ran, GiB (process-wide: it is this
+    # verification's own only when it ran alone, e.g. `verify-batch --workers 1`)
+    trusted_mem_gb: float | None = None
+    memory_estimate_gb: dict[str, float] | None = None  # the admission estimate per side ("worker", "trusted"), GiB
     build_s: float | None = None  # seconds spent importing the candidate (its builds, or cache hits)
     build_cached: bool | None = None  # every extension came from the build cache
     # Seconds per stage: build, correctness, timing, recheck, compile_build and compile_baseline
     # (torch.compile baseline), the waits for a device slot (`<stage>_wait`), the wait for a ready worker
     # (worker_start) and the worker's own account of its start (`worker.<part>`).
     stage_s: dict[str, float] = Field(default_factory=dict)
+
+
+    @model_validator(mode="after")
+    def _infra_error_has_no_reward(self):
+        """However a verdict is made, an infra_error carries no reward."""
+        if self.status == "infra_error" and self.reward is not None:
+            self.reward = None
+        return self
 
 
 class VerifyRequest(BaseModel):

@@ -5,7 +5,8 @@
     s = 1 + λ·min(max(ν − 1, 0), ν_max) q = 1 and legal
 
 q is the fraction of correctness trials passed, ν the speedup over the chosen PyTorch baseline (eager by default).
-A correct, legal candidate that was not timed (ν unknown) gets s = 1.
+A correct, legal candidate that was not timed (ν unknown) gets s = 1. An `infra_error` (the verifier failed, not the
+candidate) has no score: None, so no consumer can mistake it for a failed candidate.
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ FAILED_STATUSES = frozenset({"extract_error", "illegal", "compile_error", "runti
 
 
 def kernel_reward(status: str, pass_fraction: float, legal: bool, speedup: float | None,
-                  lam: float = 0.5, nu_max: float = 4.0) -> float:
-    """The MusaCoder score s ∈ [−1, 1 + λ·ν_max] for one verdict (formula in the module docstring)."""
-    if status in FAILED_STATUSES or status == "infra_error" or not legal:
+                  lam: float = 0.5, nu_max: float = 4.0) -> float | None:
+    """The MusaCoder score s ∈ [−1, 1 + λ·ν_max] for one verdict (formula in the module docstring); None for
+    `infra_error`."""
+    if status == "infra_error":
+        return None
+    if status in FAILED_STATUSES or not legal:
         return -1.0
     q = float(pass_fraction)
     if not 0.0 <= q <= 1.0 or math.isnan(q):

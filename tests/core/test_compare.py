@@ -46,7 +46,7 @@ def test_input_mutation_check():
 
 
 def test_task_audit_flags_degenerate_references():
-    from musacoder.judge.pipeline import task_audit
+    from musacoder.judge.compare import task_audit
 
     assert task_audit(torch.randn(8)) == []
     assert "exactly zero" in task_audit(torch.zeros(8))[0]

@@ -3,7 +3,7 @@
 import threading
 import time
 
-from musacoder.judge.pipeline import DeviceSlots
+from musacoder.judge.slots import DeviceSlots
 
 
 def test_each_gpu_has_one_holder_and_all_are_used():
@@ -169,13 +169,13 @@ def test_a_batch_of_timings_is_bounded_by_the_verifications_that_ask():
         t.start()
     for t in threads:
         t.join(timeout=10)
-    from musacoder.judge.pipeline import trace_overlaps
+    from musacoder.judge.slots import trace_overlaps
 
     assert sorted(done) == list(range(24)) and trace_overlaps(slots.trace) == []
 
 
 def test_trace_shows_timing_alone_on_each_device():
-    from musacoder.judge.pipeline import trace_overlaps
+    from musacoder.judge.slots import trace_overlaps
 
     slots = DeviceSlots(cuda_count=2, max_shared=3)
     slots.trace = []
@@ -232,20 +232,63 @@ def test_memory_reservations_spread_over_devices():
         assert {a, b} == {"cuda:0", "cuda:1"}  # the second does not fit beside the first
 
 
-def test_device_footprint_counts_inputs_and_outputs_on_meta():
+def test_footprint_counts_inputs_outputs_and_weights_on_meta_per_side():
     from pathlib import Path
 
-    from musacoder.judge.pipeline import FOOTPRINT_FIXED, device_footprint
+    from musacoder.judge.slots import GiB, TRUSTED_FIXED, WORKER_FIXED, Footprint, footprint
     from musacoder.tasks import load_module, load_task
 
     relu = load_task(Path(__file__).resolve().parents[2] / "examples" / "tasks" / "relu.py")
-    module = load_module(relu)
-    n = sum(x.numel() * x.element_size() for x in module.get_inputs())
-    assert device_footprint(module) == FOOTPRINT_FIXED + 6 * n + 10 * n  # ReLU: output as large as the input
+    fp = footprint(load_module(relu))
+    n = fp.inputs
+    assert n and fp.outputs == n and fp.weights == 0  # ReLU: output as large as the input, no weights
+    assert fp.input_sets == 4
+    # worker: 4 sets + fresh draw + pristine, candidate's and reference's outputs, 5 kept outputs, temporaries (I + O)
+    assert fp.worker == WORKER_FIXED + 6 * n + 2 * n + 5 * n + 2 * n
+    assert fp.trusted == TRUSTED_FIXED + 3 * n + 4 * n  # fp32 and fp64 inputs; fp32, fp64 and candidate outputs
+    assert fp.total == fp.worker + fp.trusted
 
-    class Broken:  # a task that does not run on meta tensors costs the fixed part only
+    # KernelBench's level-1 ReLU at its own size: 6.4 GB in and out. One input set while timing, kept outputs on
+    # the host: ~83 GB in all, so one such verification at a time on a 141 GB GPU (85 % usable)
+    big = Footprint(inputs=4096 * 393216 * 4, outputs=4096 * 393216 * 4, weights=0)
+    assert big.input_sets == 1
+    assert 75 * GiB < big.total < 90 * GiB and 2 * big.total > 0.85 * 141 * GiB
+    assert "GiB" in big.describe()
+
+    class Broken:  # a task that does not run on meta tensors has no estimate
         @staticmethod
         def get_init_inputs():
             raise RuntimeError("no")
 
-    assert device_footprint(Broken) == FOOTPRINT_FIXED
+    assert footprint(Broken) is None
+
+
+def test_alone_waits_for_an_empty_device_and_keeps_it():
+    import threading
+    import time
+
+    slots = DeviceSlots(cuda_count=1, memory={"cuda:0": 100})
+    order = []
+    with slots.assign("cuda", 10):
+        def lone():
+            with slots.assign("cuda", 10, alone=True):
+                order.append("alone in")
+                time.sleep(0.05)
+                order.append("alone out")
+
+        t = threading.Thread(target=lone)
+        t.start()
+        time.sleep(0.05)
+        assert order == []  # waits while another verification is pinned
+    t.join(0.02) if False else None
+    time.sleep(0.01)
+
+    def small():
+        with slots.assign("cuda", 1):
+            order.append("small")
+
+    s = threading.Thread(target=small)
+    s.start()
+    t.join()
+    s.join()
+    assert order[:2] == ["alone in", "alone out"] and order[2] == "small"  # nothing joins it while it runs

@@ -304,7 +304,7 @@ def test_a_candidate_is_timed_to_its_stream_end_and_charged_for_work_left_on_oth
     """CUDA times run to the end of the calling stream's work. After each timed round a GPU spin as long as the
     candidate's median stream time is timed the same way: its device-minus-stream gap is the host's round trip, and a
     candidate is charged for device time beyond that round trip's 75th percentile (work on other streams)."""
-    from musacoder.judge import worker
+    from musacoder.judge import timing
 
     spins: list[int] = []
     trips = iter([0.020, 0.030, 0.025, 0.400])  # one very slow round trip (a busy host)
@@ -313,34 +313,34 @@ def test_a_candidate_is_timed_to_its_stream_end_and_charged_for_work_left_on_oth
         assert fn == "spin"
         spins.append(args[0])
         ms = args[0] / 2e6  # the GPU spins at 2 GHz
-        return worker.Region(device_ms=ms + next(trips), stream_ms=ms), None
+        return timing.Region(device_ms=ms + next(trips), stream_ms=ms), None
 
-    monkeypatch.setattr(worker, "_cuda_region", region)
-    monkeypatch.setattr(worker, "_cuda_sleep", lambda torch: "spin")
-    trip = worker._RoundTrip(torch=object())
+    monkeypatch.setattr(timing, "cuda_region", region)
+    monkeypatch.setattr(timing, "cuda_sleep", lambda torch: "spin")
+    trip = timing.RoundTrip(torch=object())
     assert trip.ms() is None
-    legit = [worker.Region(0.225, 0.200), worker.Region(0.240, 0.200), worker.Region(0.221, 0.201)]
+    legit = [timing.Region(0.225, 0.200), timing.Region(0.240, 0.200), timing.Region(0.221, 0.201)]
     for _ in range(4):
         trip.sample([r.stream_ms for r in legit])
-    assert spins[0] == int(0.200 * worker._RoundTrip.CYCLES_PER_MS)  # as long as the candidate's median stream time
+    assert spins[0] == int(0.200 * timing.RoundTrip.CYCLES_PER_MS)  # as long as the candidate's median stream time
     assert spins[1] == int(0.200 * 2e6)  # then at the spin's measured rate
-    assert trip.ms() == worker._RoundTrip.MAX_MS  # the 75th percentile (0.4 ms here) is capped
+    assert trip.ms() == timing.RoundTrip.MAX_MS  # the 75th percentile (0.4 ms here) is capped
     trip.gaps = [0.020, 0.030, 0.025, 0.022]
     assert trip.ms() == 0.030
     # a legitimate candidate: every gap within the round trip, so its time is its stream time
     assert trip.charge(legit[:1] + legit[2:]) == [0.200, 0.201]
     # a round trip longer than R: only the excess is charged
-    assert trip.charge([worker.Region(0.240, 0.200)]) == [pytest.approx(0.210)]
+    assert trip.charge([timing.Region(0.240, 0.200)]) == [pytest.approx(0.210)]
     # its work on a side stream: the calling stream ends at once, the device 0.2 ms later; charged all but R
-    assert trip.charge([worker.Region(0.225, 0.001)]) == [pytest.approx(0.195)]
-    assert trip.charge([worker.Region(0.0, 0.0)]) == [worker.MIN_TIMED_MS]
-    side = worker._RoundTrip(torch=object())
+    assert trip.charge([timing.Region(0.225, 0.001)]) == [pytest.approx(0.195)]
+    assert trip.charge([timing.Region(0.0, 0.0)]) == [timing.MIN_TIMED_MS]
+    side = timing.RoundTrip(torch=object())
     trips = iter([0.02])
     side.sample([0.001, 0.001, 0.002])  # a side-stream candidate's stream time is short, and so is its spin
-    assert spins[-1] == int(0.001 * worker._RoundTrip.CYCLES_PER_MS)
-    cpu = worker._RoundTrip(torch=None)  # host clock: nothing measured or charged
+    assert spins[-1] == int(0.001 * timing.RoundTrip.CYCLES_PER_MS)
+    cpu = timing.RoundTrip(torch=None)  # host clock: nothing measured or charged
     cpu.sample([0.3])
-    assert cpu.gaps == [] and cpu.ms() is None and cpu.charge([worker.Region(0.3, 0.3)]) == [0.3]
+    assert cpu.gaps == [] and cpu.ms() is None and cpu.charge([timing.Region(0.3, 0.3)]) == [0.3]
 
 
 def test_idle_workers_linger_for_the_next_batch_then_are_killed():

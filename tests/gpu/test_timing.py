@@ -14,14 +14,14 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 def _charged(fn, rounds: int = 30) -> tuple[float, float]:
     """(median charged ms, median calling-stream ms) for `fn`, timed as the worker times a candidate."""
-    from musacoder.judge import worker
+    from musacoder.judge import timing
 
-    trip = worker._RoundTrip(torch)
+    trip = timing.RoundTrip(torch)
     regions = []
     for _ in range(3):
         fn()
     for _ in range(rounds):
-        regions.append(worker._cuda_region(torch, fn, ())[0])
+        regions.append(timing.cuda_region(torch, fn, ())[0])
         trip.sample([t.stream_ms for t in regions])
     return statistics.median(trip.charge(regions)), statistics.median(t.stream_ms for t in regions)
 

@@ -154,7 +154,11 @@ def _print_verdict(v) -> None:
 
     c = Console()
     color = "green" if v.status == "ok" else "red"
-    c.print(f"[bold {color}]{v.status}[/]  reward {v.reward:+.3f}  pass {v.pass_fraction:.2f}  "
+    c.print(f"[bold {color}]{v.status}[/]  reward {_reward_text(v.reward)}  pass {v.pass_fraction:.2f}  "
             f"speedup {('%.3gx' % v.speedup) if v.speedup is not None else '-'}")
     c.print("stages: " + "  ".join(f"{k}={s}" for k, s in v.stages.items()))
     c.print(v.feedback, markup=False, highlight=False)
+
+
+def _reward_text(reward: float | None) -> str:
+    return "none (verifier fault)" if reward is None else f"{reward:+.3f}"

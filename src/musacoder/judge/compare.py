@@ -1,4 +1,4 @@
-"""Output comparison, run in the trusted process only. Pure functions over tensors.
+"""Output comparison and the task audit, run in the trusted process only. Pure functions over tensors.
 
 A candidate output passes a trial when, for every leaf of the reference output structure:
   * the structure (tensor / tuple / list nesting, lengths) is identical, each tensor is exactly `torch.Tensor`
@@ -7,18 +7,43 @@ A candidate output passes a trial when, for every leaf of the reference output s
   * |out − ref| ≤ atol + rtol·|ref| elementwise (atol = rtol: 1e-4 for fp32/fp64, 1e-2 for fp16/bf16, exact for
     integers and bools), **and**
   * ‖out − ref‖₂ / ‖ref‖₂ ≤ rel_l2_tol[dtype] over finite entries (skipped when ‖ref‖₂ = 0), so that answering zeros
-    to a task whose outputs are all below atol fails.
+    to a task whose outputs are all below atol fails; **and**
+  * the precision rule below, where the trial can tell reduced-precision arithmetic from fp32.
+
+Precision rule (`precision_check`). Let ref64 be the reference computed in float64 on the same inputs, and
+e(y) = ‖y − ref64‖₂ / ‖ref64‖₂ over finite entries. The trusted side measures two yardsticks per output:
+  e_t   = e(torch's own output in the task's dtype)           what honest arithmetic in that dtype costs;
+  e_low = e(the reference run on inputs and weights rounded    what computing in fp16, bf16 or TF32 (10 or fewer
+          to a 10-bit mantissa, `round_mantissa`)              explicit mantissa bits) costs at the least.
+The trial has power when e_low ≥ POWER·e_t (`POWER` = 128): there, a candidate passes only if
+  e(out) ≤ τ = max(e_low / LOW_DIVISOR, TORCH_MULTIPLE·e_t, FLOOR_ULPS·u)      (LOW_DIVISOR = 4,
+TORCH_MULTIPLE = 16, FLOOR_ULPS = 64, u the dtype's unit roundoff, 2⁻²⁴ for fp32). On zero-mean inputs (the
+"center" and "slice" trials) e_low is 290–1800× e_t for GEMMs and sums, an fp16/TF32 candidate lands at 4τ (its
+error *is* e_low) and a bf16 one at 32τ, while fp32 kernels that sum in another order (tiled GEMMs, one thread per
+output summing 393216 terms sequentially, tree reductions) stay at or below 0.22τ. On positive uniform inputs with
+very long sums (K = 524288) rounding the inputs costs no more than fp32 accumulation (power ≈ 1), so such trials
+do not apply the rule: they cannot tell the two apart. Measured in `tests/core/test_compare.py`.
+
+Large outputs are compared in chunks of `CHUNK` elements, so a comparison's temporaries stay under ~1 GiB whatever
+the output's size.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 ATOL_RTOL = {torch.float32: 1e-4, torch.float64: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}
 DEFAULT_REL_L2 = {"float32": 1e-2, "float64": 1e-2, "float16": 5e-2, "bfloat16": 5e-2}
+CHUNK = 1 << 25  # elements per comparison chunk (float64 temporaries of 256 MiB)
+
+POWER = 128.0
+LOW_DIVISOR = 4.0
+TORCH_MULTIPLE = 16.0
+FLOOR_ULPS = 64.0
+LOW_MANTISSA_BITS = 10  # fp16 and TF32 keep 10 explicit mantissa bits, bf16 7
 
 
 @dataclass
@@ -27,6 +52,65 @@ class Comparison:
     max_abs_error: float | None = None
     rel_l2_error: float | None = None
     message: str = ""
+    precision_error: float | None = None  # e(out) against the float64 reference, where the rule applied
+    precision_bound: float | None = None  # τ
+
+
+@dataclass
+class Yardstick:
+    """The precision rule's yardsticks for one floating output leaf (see the module docstring)."""
+
+    ref64: torch.Tensor
+    torch_error: float  # e_t
+    low_error: float  # e_low
+
+    @property
+    def has_power(self) -> bool:
+        return self.low_error > 0 and self.low_error >= POWER * self.torch_error
+
+    def bound(self, dtype: torch.dtype) -> float:
+        u = torch.finfo(dtype).eps / 2
+        return max(self.low_error / LOW_DIVISOR, TORCH_MULTIPLE * self.torch_error, FLOOR_ULPS * u)
+
+
+@dataclass
+class Precision:
+    """Yardsticks per output leaf path (`output`, `output[1]`, …); leaves without one are not precision-checked."""
+
+    leaves: dict[str, Yardstick] = field(default_factory=dict)
+
+
+def round_mantissa(x: torch.Tensor, bits: int = LOW_MANTISSA_BITS) -> torch.Tensor:
+    """`x` (float32) rounded to nearest at `bits` explicit mantissa bits, as fp16/TF32 arithmetic sees its operands
+    (exponent range kept). Other dtypes are returned unchanged."""
+    if x.dtype != torch.float32:
+        return x
+    drop = 23 - bits
+    i = x.contiguous().view(torch.int32)
+    i = (i + (1 << (drop - 1))) & ~((1 << drop) - 1)
+    return i.view(torch.float32).view(x.shape)
+
+
+def _chunks(t: torch.Tensor):
+    flat = t.reshape(-1)
+    for s in range(0, flat.numel(), CHUNK):
+        yield flat[s:s + CHUNK]
+
+
+def rel_error(y: torch.Tensor, ref64: torch.Tensor, device: str | torch.device = "cpu") -> float:
+    """‖y − ref64‖₂ / ‖ref64‖₂ over the entries where ref64 is finite (0 when ref64 is zero and y matches it)."""
+    num = den = 0.0
+    for yc, rc in zip(_chunks(y), _chunks(ref64)):
+        yc = yc.to(device=device, dtype=torch.float64)
+        rc = rc.to(device=device, dtype=torch.float64)
+        fin = torch.isfinite(rc)
+        if not bool(fin.all()):
+            yc, rc = yc[fin], rc[fin]
+        num += float(torch.linalg.vector_norm(yc - rc)) ** 2
+        den += float(torch.linalg.vector_norm(rc)) ** 2
+    if den == 0:
+        return 0.0 if num == 0 else math.inf
+    return math.sqrt(num / den)
 
 
 def _leaves(obj, path="output"):
@@ -38,61 +122,96 @@ def _leaves(obj, path="output"):
         yield path, obj, None
 
 
+def float_leaves(obj) -> list[tuple[str, torch.Tensor]]:
+    """(path, tensor) for every floating tensor leaf of an output structure, in `_leaves` order."""
+    return [(p, t) for p, t, n in _leaves(obj) if n is None and isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
 def compare_tensor(ref: torch.Tensor, out, where: str = "output", rel_l2_tol: dict[str, float] | None = None,
-                   device: str | torch.device = "cpu") -> Comparison:
-    """Compare one tensor; the arithmetic runs on `device` (the verification's GPU where there is one: the same
-    float64 arithmetic, in milliseconds instead of seconds for large outputs)."""
+                   device: str | torch.device = "cpu", yardstick: Yardstick | None = None) -> Comparison:
+    """Compare one tensor, chunk by chunk; the arithmetic runs on `device` (the verification's GPU where there is
+    one: the same float64 arithmetic, in milliseconds instead of seconds for large outputs)."""
     if type(out) is not torch.Tensor:  # noqa: E721 - subclasses are rejected on purpose
         return Comparison(False, message=f"{where}: expected a plain torch.Tensor, got {type(out).__module__}.{type(out).__name__}")
     if out.shape != ref.shape:
         return Comparison(False, message=f"{where}: shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
     if out.dtype != ref.dtype:
         return Comparison(False, message=f"{where}: dtype {out.dtype} != expected {ref.dtype}")
-    out = out.detach().to(device)
-    ref = ref.detach().to(device)
     if out.numel() == 0:
         return Comparison(True, 0.0, 0.0)
     if not ref.is_floating_point() and not ref.is_complex():
-        eq = torch.equal(out, ref)
-        diff = (out.to(torch.float64) - ref.to(torch.float64)).abs().max().item()
-        return Comparison(eq, diff, 0.0 if eq else None, "" if eq else f"{where}: integer/bool values differ (max |Δ| {diff:g})")
-    o = out.to(torch.float64)
-    r = ref.to(torch.float64)
-    nan_o, nan_r = torch.isnan(o), torch.isnan(r)
-    if not torch.equal(nan_o, nan_r):
-        n = int((nan_o ^ nan_r).sum())
-        return Comparison(False, message=f"{where}: NaN positions differ at {n} element(s)")
-    inf_r = torch.isinf(r)
-    inf_o = torch.isinf(o)
-    if not torch.equal(inf_o, inf_r) or not torch.equal(o[inf_r], r[inf_r]):
-        return Comparison(False, message=f"{where}: ±Inf positions or signs differ")
-    finite = ~(nan_r | inf_r)
-    of, rf = (o, r) if bool(finite.all()) else (o[finite], r[finite])
+        diff, n_bad = 0.0, 0
+        for oc, rc in zip(_chunks(out.detach()), _chunks(ref.detach())):
+            oc, rc = oc.to(device), rc.to(device)
+            ne = oc != rc
+            if bool(ne.any()):
+                n_bad += int(ne.sum())
+                diff = max(diff, float((oc.to(torch.float64) - rc.to(torch.float64)).abs().max()))
+        eq = n_bad == 0
+        return Comparison(eq, diff, 0.0 if eq else None,
+                          "" if eq else f"{where}: integer/bool values differ at {n_bad} element(s) (max |Δ| {diff:g})")
     tol = ATOL_RTOL.get(ref.dtype, 1e-4)
-    err = (of - rf).abs()
-    max_abs = float(err.max()) if err.numel() else 0.0
-    bad = int((err > rf.abs().mul_(tol).add_(tol)).sum())
-    ref_norm = float(torch.linalg.vector_norm(rf)) if rf.numel() else 0.0
-    diff_norm = float(torch.linalg.vector_norm(err)) if rf.numel() else 0.0
+    nan_bad = inf_bad = bad = n_finite = 0
+    max_abs = diff_sq = ref_sq = 0.0
+    for oc, rc in zip(_chunks(out.detach()), _chunks(ref.detach())):
+        o = oc.to(device=device, dtype=torch.float64)
+        r = rc.to(device=device, dtype=torch.float64)
+        nan_o, nan_r = torch.isnan(o), torch.isnan(r)
+        nan_bad += int((nan_o ^ nan_r).sum())
+        inf_r = torch.isinf(r)
+        inf_bad += int((torch.isinf(o) ^ inf_r).sum()) + int((o[inf_r] != r[inf_r]).sum())
+        finite = ~(nan_r | inf_r)
+        of, rf = (o, r) if bool(finite.all()) else (o[finite], r[finite])
+        del o, r
+        err = (of - rf).abs_()
+        n_finite += rf.numel()
+        if err.numel():
+            max_abs = max(max_abs, float(err.max()))
+            bad += int((err > rf.abs().mul_(tol).add_(tol)).sum())
+            diff_sq += float(torch.linalg.vector_norm(err)) ** 2
+            ref_sq += float(torch.linalg.vector_norm(rf)) ** 2
+    if nan_bad:
+        return Comparison(False, message=f"{where}: NaN positions differ at {nan_bad} element(s)")
+    if inf_bad:
+        return Comparison(False, message=f"{where}: ±Inf positions or signs differ")
+    ref_norm, diff_norm = math.sqrt(ref_sq), math.sqrt(diff_sq)
     rel = diff_norm / ref_norm if ref_norm > 0 else (0.0 if diff_norm == 0 else math.inf)
     rel_tol = (rel_l2_tol or DEFAULT_REL_L2).get(str(ref.dtype).removeprefix("torch."), 1e-2)
     if bad:
-        return Comparison(False, max_abs, rel, f"{where}: {bad}/{rf.numel()} elements outside atol=rtol={tol:g} "
+        return Comparison(False, max_abs, rel, f"{where}: {bad}/{n_finite} elements outside atol=rtol={tol:g} "
                                                f"(max |Δ| {max_abs:.3g}, rel L2 {rel:.3g})")
     if ref_norm > 0 and rel > rel_tol:
         return Comparison(False, max_abs, rel, f"{where}: relative L2 error {rel:.3g} > {rel_tol:g} although every element "
                                                f"is within atol (tiny outputs: compute them, do not approximate)")
-    return Comparison(True, max_abs, rel if ref_norm > 0 else 0.0)
+    got = Comparison(True, max_abs, rel if ref_norm > 0 else 0.0)
+    return precision_check(got, out, yardstick, where, device) if yardstick is not None else got
 
 
-def compare_outputs(ref, out, rel_l2_tol: dict[str, float] | None = None,
+def precision_check(got: Comparison, out: torch.Tensor, ys: Yardstick, where: str = "output",
                     device: str | torch.device = "cpu") -> Comparison:
+    """Apply the precision rule (module docstring) to an output that passed the tolerance checks."""
+    if not ys.has_power:
+        return got
+    err, tau = rel_error(out, ys.ref64, device), ys.bound(out.dtype)
+    got.precision_error, got.precision_bound = err, tau
+    if err > tau:
+        got.passed = False
+        got.message = (f"{where}: error against a float64 reference {err:.3g} > {tau:.3g}, the bound for {out.dtype} "
+                       f"arithmetic (torch's own error {ys.torch_error:.3g}; rounding the inputs to a "
+                       f"{LOW_MANTISSA_BITS}-bit mantissa gives {ys.low_error:.3g}): compute in the task's precision, "
+                       f"not in fp16, bf16 or TF32")
+    return got
+
+
+def compare_outputs(ref, out, rel_l2_tol: dict[str, float] | None = None, device: str | torch.device = "cpu",
+                    precision: Precision | None = None) -> Comparison:
     """Compare a whole output structure (tensor arithmetic on `device`); the first failing leaf decides the message."""
     ref_leaves = list(_leaves(ref))
     out_leaves = list(_leaves(out))
     if len(ref_leaves) != len(out_leaves):
         return Comparison(False, message=f"output structure differs: expected {_describe(ref)}, got {_describe(out)}")
     worst_abs, worst_rel = 0.0, 0.0
+    worst_prec: tuple[float, float] | None = None
     for (rp, rv, rn), (op, ov, on) in zip(ref_leaves, out_leaves):
         if rn is not None or on is not None:
             if rn != on or type(rv) is not type(ov) and not isinstance(rv, str):
@@ -101,11 +220,15 @@ def compare_outputs(ref, out, rel_l2_tol: dict[str, float] | None = None,
                 return Comparison(False, message=f"output structure differs at {rp}: expected {rv} of {rn}, got {ov} of {on}")
             continue
         if isinstance(rv, torch.Tensor):
-            c = compare_tensor(rv, ov, rp, rel_l2_tol, device)
+            ys = precision.leaves.get(rp) if precision is not None else None
+            c = compare_tensor(rv, ov, rp, rel_l2_tol, device, ys)
             if not c.passed:
                 return c
             worst_abs = max(worst_abs, c.max_abs_error or 0.0)
             worst_rel = max(worst_rel, c.rel_l2_error or 0.0)
+            if c.precision_error is not None and (worst_prec is None or
+                                                  c.precision_error / c.precision_bound > worst_prec[0] / worst_prec[1]):
+                worst_prec = (c.precision_error, c.precision_bound)
         else:
             if type(ov) is not type(rv):
                 return Comparison(False, message=f"{rp}: expected {type(rv).__name__}, got {type(ov).__name__}")
@@ -114,7 +237,7 @@ def compare_outputs(ref, out, rel_l2_tol: dict[str, float] | None = None,
                     return Comparison(False, message=f"{rp}: {ov!r} != expected {rv!r}")
             elif rv != ov:
                 return Comparison(False, message=f"{rp}: {ov!r} != expected {rv!r}")
-    return Comparison(True, worst_abs, worst_rel)
+    return Comparison(True, worst_abs, worst_rel, "", *(worst_prec or (None, None)))
 
 
 def _describe(obj) -> str:
@@ -123,3 +246,18 @@ def _describe(obj) -> str:
     if isinstance(obj, (tuple, list)):
         return f"{type(obj).__name__}({', '.join(_describe(x) for x in obj)})"
     return type(obj).__name__
+
+
+def task_audit(ref_out) -> list[str]:
+    """Warnings about degenerate reference outputs, where correctness checks are weak (KernelBench has such tasks)."""
+    out = []
+    for i, (_, t) in enumerate(float_leaves(ref_out if isinstance(ref_out, (list, tuple)) else [ref_out])):
+        if t.numel() == 0:
+            continue
+        finite = t[torch.isfinite(t)]
+        if finite.numel() and bool((finite == 0).all()):
+            out.append(f"task audit: reference output {i} is exactly zero; any kernel returning zeros passes this task")
+        elif finite.numel() and float(finite.abs().max()) <= 1e-4:
+            out.append(f"task audit: reference output {i} is below atol everywhere; only the relative-error bound "
+                       "separates a real kernel from zeros")
+    return out

@@ -1,9 +1,20 @@
 """Inputs for correctness trials and timing rounds, reproducible from a seed in both processes.
 
-`make_inputs(module, seed, perturb)` calls the task's `get_inputs()` under `torch.manual_seed(seed)`; with `perturb`,
-every floating input x becomes x·exp(0.5·z) with z ~ N(0, 1) drawn from the same seeded stream: signs (and so
-positivity constraints) are kept, but the values are no longer uniform, so a candidate that computes part of a
-reduction and relies on uniform inputs converging to the expected value fails.
+`make_inputs(module, seed, perturb)` calls the task's `get_inputs()` under `torch.manual_seed(seed)`, then reshapes
+the distribution of every floating input x according to `perturb` (drawn from a second stream seeded by `seed`):
+
+* `None`: the task's own distribution (what timing uses);
+* `"scale"`: x·exp(0.5·z), z ~ N(0, 1): signs (and so positivity constraints) kept, values no longer uniform, so a
+  partial reduction tuned to uniform inputs fails;
+* `"center"`: x − mean(x): zero-mean inputs, where results are sums that cancel. A partial or subsampled reduction
+  then misses by the order of the result itself, and rounding the inputs to a 10-bit mantissa (fp16, bf16, TF32 math)
+  moves the output hundreds of times more than fp32 arithmetic does, which the precision rule
+  (`musacoder.judge.compare.precision_check`) relies on;
+* `"slice"`: centred, then one contiguous run of n/16 elements at a random position (in flat order) gets
+  +8·std(x): skipping or approximating any part of the input changes the output beyond tolerance.
+
+A task whose domain forbids a perturbation (the reference output is not finite) gets the plain inputs instead; the
+trusted side decides that and tells the worker.
 """
 
 from __future__ import annotations
@@ -12,6 +23,8 @@ import contextlib
 import threading
 
 import torch
+
+PERTURBATIONS = (None, "scale", "center", "slice")
 
 # torch's default generator is process-global: verifications running in parallel threads must not interleave
 # "seed, then draw", or two of them would draw from each other's streams and disagree with their workers.
@@ -29,25 +42,42 @@ def seeded(seed: int, device: str | torch.device = "cpu"):
             yield
 
 
-def make_inputs(module, seed: int, perturb: bool = False, device: str | torch.device = "cpu") -> list:
+def _perturbed(x: torch.Tensor, mode: str, g: torch.Generator) -> torch.Tensor:
+    if mode == "scale":
+        z = torch.randn(x.shape, generator=g, dtype=torch.float32, device=x.device).to(x.dtype)
+        return x * torch.exp(0.5 * z)
+    x = x - x.float().mean().to(x.dtype)
+    if mode == "slice" and x.numel():
+        n = x.numel()
+        length = max(1, n // 16)
+        start = int(torch.randint(0, n - length + 1, (1,), generator=g, device=x.device))
+        flat = x.reshape(-1)  # x is a fresh tensor here: offset one run in place
+        flat[start:start + length] += 8.0 * float(x.float().std()) if n > 1 else 8.0
+    return x
+
+
+def make_inputs(module, seed: int, perturb: str | bool | None = None, device: str | torch.device = "cpu") -> list:
     """The task's inputs for `seed`, created on `device` (`get_inputs()` runs under it as the default device, so a GPU
-    draws them with its own generator: fast, and the same in every process on that kind of GPU)."""
+    draws them with its own generator: fast, and the same in every process on that kind of GPU), reshaped by
+    `perturb` (one of `PERTURBATIONS`; `True` means `"scale"`)."""
+    mode = "scale" if perturb is True else (perturb or None)
+    if mode not in PERTURBATIONS:
+        raise ValueError(f"unknown perturbation {perturb!r}; choose one of {PERTURBATIONS}")
     dev = torch.device(device)
     with seeded(seed, dev), dev:
         inputs = list(module.get_inputs())
-        if perturb:
-            gens: dict = {}
-            out = []
-            for x in inputs:
-                if isinstance(x, torch.Tensor) and x.is_floating_point():
-                    g = gens.get(x.device)
-                    if g is None:
-                        g = gens[x.device] = torch.Generator(device=x.device).manual_seed(seed ^ 0x5DEECE66D)
-                    z = torch.randn(x.shape, generator=g, dtype=torch.float32, device=x.device).to(x.dtype)
-                    x = x * torch.exp(0.5 * z)
-                out.append(x)
-            inputs = out
-        return inputs
+        if mode is None:
+            return inputs
+        gens: dict = {}
+        out = []
+        for x in inputs:
+            if isinstance(x, torch.Tensor) and x.is_floating_point():
+                g = gens.get(x.device)
+                if g is None:
+                    g = gens[x.device] = torch.Generator(device=x.device).manual_seed(seed ^ 0x5DEECE66D)
+                x = _perturbed(x, mode, g)
+            out.append(x)
+        return out
 
 
 def make_init_inputs(module, seed: int) -> list:
@@ -70,6 +100,15 @@ def to_cpu(obj):
     if isinstance(obj, (list, tuple)):
         return type(obj)(to_cpu(x) for x in obj)
     return obj
+
+
+def nbytes(obj) -> int:
+    """Bytes held by the tensors in a (nested) list or tuple."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, (list, tuple)):
+        return sum(nbytes(x) for x in obj)
+    return 0
 
 
 def seed_for(master: int, *parts: int) -> int:

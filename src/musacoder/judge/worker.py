@@ -3,22 +3,25 @@
 Started by `musacoder.judge.sandbox` (forked by `musacoder.judge.forkserver`, or as `python -m musacoder.judge.worker
 FD_IN FD_OUT`) in its own process group, in a throw-away working directory, with a scrubbed environment. It never
 receives reference outputs: it gets inputs, returns the candidate's outputs (and the inputs as they are after the
-call), the aten ops the profiler saw and the kernel launches the build/launch hooks counted. Timers are captured before any candidate code is imported.
+call), the aten ops the profiler saw and the kernel launches the build/launch hooks counted. Timers are captured before
+any candidate code is imported.
+
+Whose fault an error is: only what the candidate's own code raises (its import and builds, `ModelNew(...)` and its
+`.to()`, its forward and the device synchronise right after it, where asynchronous kernel faults surface) is replied
+as `runtime_error`. Anything else raised here (making inputs, pristine copies, mutation checks, clones, the reference
+copy, the timer) is the harness's: it is replied as `infra_error`, with `oom` and the process's device memory facts,
+and the trusted side decides what it means.
 """
 
 from __future__ import annotations
 
-import math
 import os
-import statistics
 import sys
 import threading
 import time
 import traceback
-from typing import NamedTuple
 
 # Captured before candidate code exists in this process.
-_perf_ns = time.perf_counter_ns
 _thread_count = threading.active_count
 
 
@@ -77,6 +80,17 @@ class Worker:
         if self.device.startswith("cuda") and torch.cuda.is_available():
             return int(torch.cuda.max_memory_reserved(torch.device(self.device)))
         return 0
+
+    def memory_facts(self) -> dict:
+        """The device memory this process holds and the device has free now (bytes; empty on the CPU): sent with a
+        harness fault, so the trusted side can tell a verifier that ran out of memory from a candidate that hoards it."""
+        torch = self.torch
+        if not (self.device.startswith("cuda") and torch.cuda.is_available()):
+            return {}
+        dev = torch.device(self.device)
+        free, total = torch.cuda.mem_get_info(dev)
+        return {"mem_allocated": int(torch.cuda.memory_allocated(dev)), "mem_peak": self.device_mem_peak(),
+                "mem_free": int(free), "mem_total": int(total)}
 
     def sync(self):
         if self.device.startswith("cuda"):
@@ -180,50 +194,61 @@ class Worker:
                 "global_state": self.global_state_changes()}
 
     def op_init(self, msg):
+        """Make ModelNew (candidate code) and the worker's reference copy (harness), both with the reference's
+        weights. Only what ModelNew's constructor and its `.to()` raise is the candidate's error."""
         torch = self.torch
         if msg.get("device"):
             self.device = msg["device"]
             if self.device.startswith("cuda"):
                 torch.cuda.set_device(torch.device(self.device))
         init_inputs = list(msg["init_inputs"])
+        ref_sd = msg["state_dict"]
         if self.candidate is None:
-            torch.manual_seed(msg["seed"])
-            self.ref_model = self.task_module.Model(*init_inputs)
-            self.ref_model.load_state_dict(msg["state_dict"])
-            self.ref_model = self.ref_model.to(self.device)
+            self.ref_model = self._reference(init_inputs, ref_sd, msg["seed"])
             return {"ok": True, "notes": []}
         torch.manual_seed(msg["seed"])
         try:
             model = self.candidate.ModelNew(*init_inputs)
-        except BaseException as e:  # noqa: BLE001
-            return {"ok": False, "kind": "runtime_error", "error": _trim_tb(e), "where": "ModelNew.__init__"}
-        notes = []
-        ref_sd = msg["state_dict"]
-        own = model.state_dict()
-        with torch.no_grad():
-            for k, v in ref_sd.items():
-                if k in own and own[k].shape == v.shape:
-                    own[k].copy_(v)
-                elif k in own:
-                    notes.append(f"{k}: shape {tuple(own[k].shape)} differs from the reference's {tuple(v.shape)}")
-                else:
-                    notes.append(f"{k}: not kept as a parameter/buffer of ModelNew (weights may differ)")
-        self.model = model.to(self.device)
+            notes = []
+            own = model.state_dict()
+            with torch.no_grad():
+                for k, v in ref_sd.items():
+                    if k in own and own[k].shape == v.shape:
+                        own[k].copy_(v)
+                    elif k in own:
+                        notes.append(f"{k}: shape {tuple(own[k].shape)} differs from the reference's {tuple(v.shape)}")
+                    else:
+                        notes.append(f"{k}: not kept as a parameter/buffer of ModelNew (weights may differ)")
+            self.model = model.to(self.device)
+            self.sync()
+        except BaseException as e:  # noqa: BLE001 - the candidate's constructor
+            return _candidate_error(e, "ModelNew.__init__")
         if self.task_module is not None and msg.get("build_reference", True):
-            torch.manual_seed(msg["seed"])
-            self.ref_model = self.task_module.Model(*init_inputs)
-            self.ref_model.load_state_dict(ref_sd)
-            self.ref_model = self.ref_model.to(self.device)
+            self.ref_model = self._reference(init_inputs, ref_sd, msg["seed"])
         return {"ok": True, "notes": notes, "device_mem_peak": self.device_mem_peak()}
 
-    def _forward(self, inputs, profile: bool, copy: bool = True, seed: int | None = None, perturb: bool = False):
-        """One candidate call on device copies of `inputs` (or on `inputs` themselves while timing, so an audited
-        round is indistinguishable from a timed one); returns (outputs, report dict)."""
+    def _reference(self, init_inputs, state_dict, seed: int):
         torch = self.torch
-        from musacoder.judge.inputs import to_device
+        torch.manual_seed(seed)
+        ref = self.task_module.Model(*init_inputs)
+        ref.load_state_dict(state_dict)
+        return ref.to(self.device)
+
+    def _call_candidate(self, args):
+        """The candidate's forward and the device synchronise after it: the only code whose errors are the
+        candidate's during a trial or a round (asynchronous kernel faults surface at the synchronise)."""
+        out = self.model(*args)
+        self.sync()
+        return out
+
+    def _forward(self, args, profile: bool, seed: int | None = None, perturb: str | None = None):
+        """One candidate call on `args` (the inputs made for this trial or round, never seen by anything else);
+        returns (outputs, report dict). Raises `CandidateError` for what the candidate's code raised; anything else
+        raised here is the harness's."""
+        torch = self.torch
+        from musacoder.judge.inputs import make_inputs
         from musacoder.legality.runtime import analyse_events
 
-        args = to_device(inputs, self.device) if copy else inputs
         self.sync()
         py_threads, native_threads = _thread_count(), _native_threads()
         launches0 = self.launches()
@@ -235,14 +260,12 @@ class Worker:
                     acts.append(torch.profiler.ProfilerActivity.CUDA)
                 with torch.profiler.profile(activities=acts) as prof:
                     with torch.profiler.record_function("musacoder::candidate_forward"):
-                        out = self.model(*args)
-                    self.sync()
+                        out = _guarded(self._call_candidate, args)
                 rt = analyse_events(prof.events())
                 report.update(illegal_ops=rt.illegal_ops, ops=sorted(set(rt.all_ops)), device_kernels=sorted(set(rt.device_kernels)),
                               device_time_ms=rt.device_time_ms, python_op_counts=rt.python_op_counts)
             else:
-                out = self.model(*args)
-                self.sync()
+                out = _guarded(self._call_candidate, args)
         report["launches"] = self.launches() - launches0
         report["device_mem_peak"] = self.device_mem_peak()
         report["global_state"] = self.global_state_changes()
@@ -253,24 +276,22 @@ class Worker:
             report["output_type_error"] = bad
             out = None
         if seed is not None:  # inputs must be bit-identical to a fresh copy after the call
-            from musacoder.judge.inputs import make_inputs
-
             pristine = make_inputs(self.task_module, seed, perturb=perturb, device=self.device)
             report["input_mutation"] = _mutation(pristine, args)
+            del pristine
         return out, report
 
     def op_trial(self, msg):
-        from musacoder.judge.inputs import to_cpu
-
-        from musacoder.judge.inputs import make_inputs
+        from musacoder.judge.inputs import make_inputs, to_cpu
 
         inputs = make_inputs(self.task_module, msg["seed"], perturb=msg["perturb"], device=self.device)
         self._poison_allocator(inputs)
         try:
             out, report = self._forward(inputs, profile=msg.get("profile", True), seed=msg["seed"],
                                         perturb=msg["perturb"])
-        except BaseException as e:  # noqa: BLE001
-            return {"ok": False, "kind": "runtime_error", "error": _trim_tb(e), "where": "forward"}
+        except CandidateError as e:
+            return _candidate_error(e.error, "forward")
+        del inputs
         return {"ok": True, "outputs": to_cpu(out) if out is not None else None, "report": report}
 
     def op_time(self, msg):
@@ -278,26 +299,29 @@ class Worker:
 
         Round r uses input set r mod P, refilled in place from seed(master, r) before reuse, so contents never
         repeat while pointers do. The candidate runs before the reference in every round. Audit rounds run the
-        candidate under the profiler (untimed) and return its output for the trusted side to re-check; check rounds
-        are ordinary timed rounds whose output is also returned (kept after the clock stopped, so nothing tells them
-        apart from the others). Every timed round must call the candidate's own kernels (counted by the build hook).
+        candidate under the profiler (untimed) and keep its output for the trusted side to re-check; check rounds
+        are ordinary timed rounds whose output is also kept (after the clock stopped, so nothing tells them apart
+        from the others). Outputs of `host_hold_bytes` or more are kept in host memory rather than on the device.
+        Every timed round must call the candidate's own kernels (counted by the build hook).
         """
         torch = self.torch
-        from musacoder.judge.inputs import make_inputs, seed_for
+        from musacoder.judge.inputs import make_inputs, nbytes, seed_for
+        from musacoder.judge.timing import RoundTrip, Timer, rel_sem
 
         master, n_sets = msg["master_seed"], msg["input_sets"]
         warmup, min_rep, max_rep = msg["warmup"], msg["repeats"], msg["max_repeats"]
         budget_ns = msg["budget_s"] * 1e9
+        host_hold = msg.get("host_hold_bytes", 1 << 30)
         audits = set(msg["audit_rounds"])
         checks = set(msg.get("check_rounds", ())) - audits
         sets: list = []
         checked = {}
         no_launch: list[int] = []
-        cand_ms: list[float] = []
+        cand_ms: list = []
         ref_ms: list[float] = []
         audit_out = {}
         self._held = {}
-        start = _perf_ns()
+        start = time.perf_counter_ns()
 
         def inputs_for(r):
             fresh = make_inputs(self.task_module, seed_for(master, r), device=self.device)
@@ -311,37 +335,40 @@ class Worker:
                         dst.copy_(src)
             return cur
 
-        timed, flush = self._timer(msg.get("l2_flush_bytes", 256 << 20))
-        trip = self._round_trip()
+        def keep(out):
+            return _clone(out) if nbytes(out) < host_hold else _to_host(out)
 
+        timer = Timer(torch, self.device, msg.get("l2_flush_bytes", 256 << 20))
+        trip = RoundTrip(torch if self.device.startswith("cuda") else None)
         r = 0
         final_round = None
         while True:
             args = inputs_for(r)
             if r in audits or r == final_round:
-                flush()  # the profiler's device time is taken from the L2 state the timed rounds start from
+                timer.flush()  # the profiler's device time is taken from the L2 state the timed rounds start from
                 try:
-                    out, report = self._forward(args, profile=True, copy=False, seed=seed_for(master, r))
-                except BaseException as e:  # noqa: BLE001
-                    return {"ok": False, "kind": "runtime_error", "error": _trim_tb(e), "where": f"forward (timing round {r})"}
+                    out, report = self._forward(args, profile=True, seed=seed_for(master, r))
+                except CandidateError as e:
+                    return _candidate_error(e.error, f"forward (timing round {r})")
                 audit_out[r] = {"report": report}
-                self._held[r] = _clone(out)
+                self._held[r] = keep(out)
+                del out
                 if r == final_round:
                     break
             else:
                 launches0 = self.launches()
                 try:
-                    t_c, out = timed(self.model, args)
-                except BaseException as e:  # noqa: BLE001
-                    return {"ok": False, "kind": "runtime_error", "error": _trim_tb(e), "where": f"forward (timing round {r})"}
+                    t_c, out = _guarded(timer.timed, self.model, args)
+                except CandidateError as e:
+                    return _candidate_error(e.error, f"forward (timing round {r})")
                 if self.launches() == launches0:
                     no_launch.append(r)
                 if r in checks:  # a timed round like any other: its output is kept only after the clock stopped
                     bad = _non_plain(out)
                     checked[r] = {"report": {"output_type_error": bad} if bad else {}}
-                    self._held[r] = None if bad else _clone(out)
+                    self._held[r] = None if bad else keep(out)
                 del out
-                t_r, ref_out = timed(self.ref_model, args)
+                t_r, ref_out = timer.timed(self.ref_model, args)
                 del ref_out
                 if r >= warmup:
                     cand_ms.append(t_c)
@@ -350,55 +377,22 @@ class Worker:
             r += 1
             n = len(cand_ms)
             if final_round is None and r > max(audits | checks, default=0) and n >= min_rep:
-                done = n >= max_rep or (_perf_ns() - start) > budget_ns or (
-                    _sem(trip.charge(cand_ms)) < msg["target_sem"] and _sem(ref_ms) < msg["target_sem"])
+                done = n >= max_rep or (time.perf_counter_ns() - start) > budget_ns or (
+                    rel_sem(trip.charge(cand_ms)) < msg["target_sem"] and rel_sem(ref_ms) < msg["target_sem"])
                 if done:
                     final_round = r
+        sets.clear()
         return {"ok": True, "candidate_ms": trip.charge(cand_ms), "reference_ms": ref_ms, "audits": audit_out,
                 "checks": checked, "device_mem_peak": self.device_mem_peak(), "timer_overhead_ms": trip.ms(),
                 "no_launch_rounds": no_launch, "final_round": final_round}
 
     def op_take_outputs(self, msg):
-        """The outputs kept from the last `time` request's audit and check rounds (device copies made right after each
-        call), sent to the CPU now: the trusted side fetches them after the device's timing slot is released."""
+        """The outputs kept from the last `time` request's audit and check rounds, sent to the CPU now: the trusted
+        side fetches them after the device's timing slot is released."""
         from musacoder.judge.inputs import to_cpu
 
         held, self._held = getattr(self, "_held", {}), {}
         return {"ok": True, "outputs": {r: to_cpu(o) if o is not None else None for r, o in held.items()}}
-
-    def _timer(self, l2_flush_bytes: int):
-        """The one timing primitive, for the candidate and both baselines: `(timed, flush)`, where
-        `timed(fn, args) -> (Region, out)` and `flush()` evicts the L2 cache as `timed` does before each call.
-
-        Host clock around a synchronised call on the CPU; on CUDA, `_cuda_region` after an L2 flush: the time to the
-        end of the calling stream's work, and to the end of the whole device's (`_RoundTrip` charges the candidate for
-        work left on other streams). Audit rounds call `flush` too, so the profiler's device time is measured from the
-        same cold L2 as the timed rounds."""
-        torch = self.torch
-        if not self.device.startswith("cuda"):
-            def timed_cpu(fn, args):
-                self.sync()
-                t0 = _perf_ns()
-                with torch.no_grad():
-                    out = fn(*args)
-                self.sync()
-                ms = (_perf_ns() - t0) / 1e6
-                return Region(ms, ms), out
-
-            return timed_cpu, _nothing
-        scratch = torch.empty(l2_flush_bytes, dtype=torch.uint8, device=self.device)
-
-        def flush():
-            scratch.zero_()
-
-        def timed_cuda(fn, args):
-            flush()
-            return _cuda_region(torch, fn, args)
-
-        return timed_cuda, flush
-
-    def _round_trip(self) -> _RoundTrip:
-        return _RoundTrip(self.torch if self.device.startswith("cuda") else None)
 
     def op_compile_reference(self, msg):
         """Compile the reference with torch.compile and run it once on each input set (the compile and its warm-up are
@@ -417,13 +411,46 @@ class Worker:
 
     def op_time_compile(self, msg):
         """Time the compiled reference (`compile_reference` first) on rotating inputs: the `torch.compile` baseline."""
-        timed, _ = self._timer(msg.get("l2_flush_bytes", 256 << 20))
+        from musacoder.judge.timing import Timer
+
+        timer = Timer(self.torch, self.device, msg.get("l2_flush_bytes", 256 << 20))
         sets, times = self._compile_sets, []
         for r in range(msg["warmup"] + msg["repeats"]):
-            t, _ = timed(self._compiled, sets[r % len(sets)])
+            t, _ = timer.timed(self._compiled, sets[r % len(sets)])
             if r >= msg["warmup"]:
                 times.append(t.stream_ms)  # trusted code (inductor's kernels), timed like the eager reference
         return {"ok": True, "compile_ms": times}
+
+
+class CandidateError(Exception):
+    """What the candidate's own code raised (its forward, or a kernel fault seen at the synchronise after it)."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _guarded(fn, *args):
+    try:
+        return fn(*args)
+    except BaseException as e:  # noqa: BLE001 - anything the candidate's code raises is its own error
+        raise CandidateError(e) from e
+
+
+def _candidate_error(e: BaseException, where: str) -> dict:
+    return {"ok": False, "kind": "runtime_error", "error": _trim_tb(e), "where": where,
+            "oom": _is_oom(e)}
+
+
+def _is_oom(e: BaseException) -> bool:
+    text = f"{type(e).__name__}: {e}"
+    return "OutOfMemoryError" in text or "out of memory" in text
+
+
+def _to_host(out):
+    from musacoder.judge.inputs import to_cpu
+
+    return to_cpu(out)
 
 
 def _clone(out):
@@ -450,118 +477,6 @@ def _mutation(pristine: list, after: list) -> str | None:
             if not bool(same.all()):
                 return f"input {i} was modified in place by forward (inputs must be left unchanged)"
     return None
-
-
-_EVENT = None
-_SLEEP = None
-# Timed CUDA regions start behind a ~200 us GPU spin (at about 2 GHz) so the host's launch latency of the timed call is
-# hidden, as it would be in a stream of work; whatever the call's host side costs beyond that is still counted. With a
-# 50 us spin, a 0.40 ms ReLU kernel on the H200 still timed at 0.45-0.47 ms (the Python path to the launch was longer).
-# Host work cannot hide computation behind it: reading the inputs back waits for it.
-PREROLL_CYCLES = 400_000
-MIN_TIMED_MS = 1e-3
-
-
-def _cuda_event_class(torch):
-    """torch.cuda.Event as it was before the candidate was imported (captured on first use in `main`)."""
-    return _EVENT or torch.cuda.Event
-
-
-def _cuda_sleep(torch):
-    """torch.cuda._sleep (a GPU spin of N cycles) as it was before the candidate was imported."""
-    return _SLEEP or torch.cuda._sleep
-
-
-class Region(NamedTuple):
-    """One timed call, in ms from the start event: to the end of the work on the stream it was called on
-    (`stream_ms`), and to an event recorded after the whole device was synchronised (`device_ms`: all streams, plus the
-    host's round trip through the synchronise)."""
-
-    device_ms: float
-    stream_ms: float
-
-
-def _cuda_region(torch, fn, args):
-    """One timed CUDA region: device synchronised, the pre-roll spin, start event, the call, an event on the calling
-    stream, a whole-device synchronise (so work left on any stream is waited for), end event. Returns (Region, output).
-    Timers as captured before candidate code."""
-    torch.cuda.synchronize()
-    Event = _cuda_event_class(torch)
-    start, on_stream, end = Event(enable_timing=True), Event(enable_timing=True), Event(enable_timing=True)
-    _cuda_sleep(torch)(PREROLL_CYCLES)  # the GPU is busy while the host issues the call, so launch latency is not timed
-    start.record()
-    with torch.no_grad():
-        out = fn(*args)
-    on_stream.record()
-    torch.cuda.synchronize()
-    end.record()
-    end.synchronize()
-    return Region(start.elapsed_time(end), start.elapsed_time(on_stream)), out
-
-
-def _nothing():
-    return None
-
-
-class _RoundTrip:
-    """What a candidate's time is: the end of its calling stream's work, plus whatever of the whole device's end lies
-    beyond the host's round trip (work the candidate left on other streams).
-
-    The whole-device end is recorded only after the host saw the synchronise return, so it carries a round trip that
-    grows with how long the host waited and how busy the CPU is: on the H200 (docs/benchmarks.md §10, timer_probe.py)
-    0.02 ms after a 0.2 ms kernel and 0.03-0.09 ms (median) after a 2.7 ms one with 14 busy processes beside it, while
-    the calling stream's end was within 0.005 ms of the profiler's kernel time in every case. Taking off one
-    empty region's latency left 0.2 ms kernels 5 % over the profiler's time.
-
-    The round trip is measured in the timing loop: after each timed round, a region whose calling-stream work is a GPU
-    spin as long as the candidate's median stream time (so the host waits as long as for the candidate), timed the same
-    way; its device-minus-stream gap is a pure round trip. Per round, the candidate is charged
-    `stream_ms + max(0, (device_ms - stream_ms) - R)`, R the `QUANTILE` of those gaps (at most `MAX_MS`): work left on other streams is
-    counted beyond R (a candidate that puts its work on a side stream has a short stream time, so its spin is short
-    too, and a short wait's round trip is the smaller one). The reference and the compile baseline are trusted
-    PyTorch code, timed by their calling stream alone. On the CPU (host clock) nothing is charged or measured."""
-
-    QUANTILE = 0.75
-    MAX_MS = 0.15  # R never exceeds this, however busy the host (a longer round trip is charged: the safe direction)
-    CYCLES_PER_MS = 1.98e6  # the spin's first guess (an H200's SM clock); then measured from the spins themselves
-
-    def __init__(self, torch):  # torch None: host-clock timing
-        self.torch = torch
-        self.gaps: list[float] = []
-        self.rates: list[float] = []
-
-    def sample(self, cand_stream_ms: list[float]) -> None:
-        if self.torch is None or not cand_stream_ms:
-            return
-        rate = statistics.median(self.rates) if self.rates else self.CYCLES_PER_MS
-        cycles = int(min(max(statistics.median(cand_stream_ms), 1e-3) * rate, 2**31 - 1))
-        t, _ = _cuda_region(self.torch, _cuda_sleep(self.torch), (cycles,))
-        self.gaps.append(max(0.0, t.device_ms - t.stream_ms))
-        if t.stream_ms > 0.01:
-            self.rates.append(cycles / t.stream_ms)
-
-    def ms(self) -> float | None:
-        """R: the round trip allowed between the calling stream's end and the whole device's end."""
-        if self.torch is None or not self.gaps:
-            return None
-        xs = sorted(self.gaps)
-        return min(xs[min(len(xs) - 1, int(self.QUANTILE * len(xs)))], self.MAX_MS)
-
-    def charge(self, regions: list[Region]) -> list[float]:
-        if self.torch is None:
-            return [t.device_ms for t in regions]
-        rt = self.ms() or 0.0
-        return [max(t.stream_ms + max(0.0, t.device_ms - t.stream_ms - rt), MIN_TIMED_MS) for t in regions]
-
-
-def _sem(xs: list[float]) -> float:
-    """Relative standard error of the mean."""
-    n = len(xs)
-    if n < 2:
-        return math.inf
-    m = sum(xs) / n
-    var = sum((x - m) ** 2 for x in xs) / (n - 1)
-    return math.sqrt(var / n) / m if m > 0 else math.inf
 
 
 def _non_plain(out) -> str | None:
@@ -603,8 +518,9 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
 
     try:
         worker = Worker()
-        global _EVENT, _SLEEP
-        _EVENT, _SLEEP = worker.torch.cuda.Event, worker.torch.cuda._sleep  # captured before any candidate code runs
+        from musacoder.judge import timing
+
+        timing.capture(worker.torch)  # timers as they are before any candidate code runs
         worker.torch.ones(1 << 16).sum()  # start the intra-op thread pool before any candidate code runs
         worker.start_s["python_torch"] = time.perf_counter() - t0
         prewarm = os.environ.get("MUSACODER_PREWARM_DEVICE")
@@ -627,8 +543,9 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
             return
         try:
             reply = getattr(worker, f"op_{op}")(msg)
-        except BaseException as e:  # noqa: BLE001
-            reply = {"ok": False, "kind": "infra_error", "error": _trim_tb(e), "where": op}
+        except BaseException as e:  # noqa: BLE001 - harness code: a verifier fault, never the candidate's
+            reply = {"ok": False, "kind": "infra_error", "error": _trim_tb(e), "where": op, "oom": _is_oom(e),
+                     **worker.memory_facts()}
         protocol.send(fd_out, reply)
 
 

@@ -161,5 +161,7 @@ class KernelEnv(EpisodeEnv):
         if verifier is None:
             from musacoder import verify as verifier
         verdict = verifier(task, response, backend=self.backend, overrides=self.overrides, config=self.config)
-        return Outcome(score=float(verdict.reward), passed=bool(verdict.correct and verdict.legal),
+        # an infra_error has no reward (None); its −1 here is never learned from: the trainer drops its group
+        score = -1.0 if verdict.reward is None else float(verdict.reward)
+        return Outcome(score=score, passed=bool(verdict.correct and verdict.legal),
                        feedback=verdict.feedback or f"status: {verdict.status}", status=verdict.status)

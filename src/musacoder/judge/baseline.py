@@ -1,0 +1,89 @@
+"""The `torch.compile` baseline: timed in a reference-only worker where no candidate code ever ran, and cached."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import statistics
+import threading
+from pathlib import Path
+
+import torch
+
+from musacoder.config import VerifyConfig
+from musacoder.judge.sandbox import Sandbox
+from musacoder.records import Task
+
+
+class BaselineError(RuntimeError):
+    pass
+
+
+def _device_name(device: str) -> str:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    import platform
+
+    return f"cpu-{platform.machine()}-{os.cpu_count()}"
+
+
+TIMING_METHOD = 3  # part of the compile-baseline cache key: 3 = timed to the end of the calling stream's work
+
+
+def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dict, init_inputs: list, seed: int,
+                        mode: str | None = None, hold=None) -> float:
+    """Median ms of the `torch.compile`d reference, measured in a reference-only worker (no candidate code ever ran
+    there, so no candidate can slow it down or poison the cache) and cached per task source and sizes, device model,
+    torch version, dtype and compile mode under `CACHE/baselines/`.
+
+    `hold(slot)` gives the device-slot context for each part: the worker's start, the compile and its warm-up run
+    under `hold("shared")` (a first compile takes tens of seconds of host time), only the timing under
+    `hold("exclusive")`."""
+    source = source_with_overrides(task)
+    dtypes = sorted({str(t.dtype) for t in state.values()}) or ["float32"]
+    key_src = json.dumps([source, _device_name(device), torch.__version__, dtypes, mode, cfg.warmup, cfg.repeats,
+                          TIMING_METHOD])
+    key = hashlib.sha256(key_src.encode()).hexdigest()
+    path = Path(cfg.cache_dir) / "baselines" / f"{key}.json"
+    if path.exists():
+        try:
+            return float(json.loads(path.read_text())["median_ms"])
+        except (ValueError, KeyError):
+            pass
+    hold = hold or (lambda slot: contextlib.nullcontext())
+    with Sandbox(cfg.cache_dir, keep_workdir=False) as sb:
+        with hold("shared"):
+            ok = sb.request(load_request(None, "cpu", device, cfg, task), cfg.timeout_s)
+            if ok.get("ok"):
+                ok = sb.request({"op": "init", "init_inputs": init_inputs, "state_dict": state, "seed": seed,
+                                 "device": device}, cfg.timeout_s)
+            if ok.get("ok"):
+                ok = sb.request({"op": "compile_reference", "master_seed": int.from_bytes(os.urandom(7), "little"),
+                                 "input_sets": cfg.input_sets, "mode": mode}, cfg.timeout_s * 5)
+        if not ok.get("ok"):
+            raise BaselineError(str(ok.get("error", ""))[-300:])
+        with hold("exclusive"):
+            rep = sb.request({"op": "time_compile", "warmup": cfg.warmup, "repeats": cfg.repeats}, cfg.timeout_s)
+    if not rep.get("ok"):
+        raise BaselineError(str(rep.get("error", ""))[-300:])
+    median = statistics.median(rep["compile_ms"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps({"median_ms": median, "samples_ms": rep["compile_ms"], "device": _device_name(device),
+                               "torch": torch.__version__, "dtypes": dtypes, "task": task.key}))
+    tmp.replace(path)  # atomic: concurrent writers never leave a torn file
+    return median
+
+
+def load_request(code: str | None, backend: str, device: str, cfg: VerifyConfig, task: Task) -> dict:
+    """The worker's `load` request: the candidate's code (None for a reference-only worker) and the task source."""
+    return {"op": "load", "code": code, "backend": backend, "device": device, "cache_dir": str(cfg.cache_dir),
+            "task_source": source_with_overrides(task)}
+
+
+def source_with_overrides(task: Task) -> str:
+    from musacoder.tasks import apply_overrides
+
+    return apply_overrides(task.source, task.overrides, task.path or task.name)

@@ -1,0 +1,230 @@
+"""The run pool's scheduler and the verifier's device-memory arithmetic.
+
+`DeviceSlots` decides which verification may use which device, and how (shared for correctness, exclusive for
+timing), and admits verifications to a GPU by their estimated footprint (`Footprint`), so a batch of full-size tasks
+cannot run the GPU out of memory. `DEVICE_SLOTS` is the process's one instance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass
+
+import torch
+
+from musacoder.judge.inputs import make_init_inputs, nbytes
+
+class DeviceSlots:
+    """The run pool's scheduler: which verification may use which device, and how.
+
+    Each device is a readers-writer slot. Correctness trials hold it *shared* (at most `max_shared` verifications at
+    once: their speed does not matter, only their outputs), timing holds it *exclusively* (nothing else runs on the
+    device while a candidate or a baseline is timed). Timings come first: a shared waiter waits while any exclusive
+    waiter is queued for its device (and behind earlier shared waiters), exclusive waiters are served in arrival order.
+    So once a device has been drained for one timing, every timing then waiting runs back to back before the shared
+    holders come back: one drain of the shared holders per batch of timings instead of per timing. Shared waiters are
+    not starved: while they wait, new exclusive requests come only from verifications already past their shared stage,
+    so each batch ends. `assign` pins a verification to one concrete device (the least loaded) before its worker starts,
+    so the worker can create its CUDA context outside the slot; `cuda` means any visible GPU, `cuda:N` that GPU, `cpu`
+    the host. `cuda_count` fixes the number of GPUs (tests)."""
+
+    def __init__(self, cuda_count: int | None = None, max_shared: int = 8, memory: dict[str, int] | None = None):
+        self._cv = threading.Condition()
+        self._reserved: dict[str, int] = {}  # device memory reserved by the verifications pinned to each device
+        self._memory = dict(memory or {})  # usable bytes per device (tests); else 85 % of the GPU's total
+        self._shared: dict[str, int] = {}
+        self._exclusive: set[str] = set()
+        self._queue: dict[int, tuple[set[str], bool]] = {}  # waiters by arrival ticket → (devices, exclusive?)
+        self._next_ticket = 0
+        self._assigned: dict[str, int] = {}
+        self._cuda_count = cuda_count
+        self.max_shared = max_shared
+        self.trace: list[tuple[str, str, float, float]] | None = None  # set to [] to record (device, kind, start, end)
+        self.peak: dict[str, tuple[int, int]] = {}  # per device: most verifications pinned at once, most bytes reserved
+
+    def devices_for(self, device: str) -> list[str]:
+        if device == "cuda":
+            n = self._cuda_count if self._cuda_count is not None else max(1, torch.cuda.device_count())
+            return [f"cuda:{i}" for i in range(n)]
+        return [device]
+
+    def capacity(self, dev: str) -> int | None:
+        """Usable memory of a device in bytes (None: not accounted, e.g. the CPU)."""
+        if dev in self._memory:
+            return self._memory[dev]
+        if dev.startswith("cuda") and torch.cuda.is_available():
+            self._memory[dev] = int(0.85 * torch.cuda.get_device_properties(torch.device(dev)).total_memory)
+            return self._memory[dev]
+        return None
+
+    def _fits(self, dev: str, need: int) -> bool:
+        cap = self.capacity(dev)
+        held = self._reserved.get(dev, 0)
+        return cap is None or held == 0 or held + need <= cap
+
+    @contextlib.contextmanager
+    def assign(self, device: str, need_bytes: int = 0, alone: bool = False):
+        """Pin one verification to the concrete device with the fewest verifications pinned to it, reserving
+        `need_bytes` of its memory until the verification ends: a verification waits until its estimate fits beside
+        the others' (one always runs, however large), so concurrent verifications cannot run a GPU out of memory.
+        With `alone`, it waits until no other verification is pinned to the device and reserves all of it (the retry
+        of a verification whose harness ran out of device memory)."""
+        with self._cv:
+            while True:
+                if alone:
+                    need_bytes = max(need_bytes, max((self.capacity(d) or 0) for d in self.devices_for(device)))
+                fits = [d for d in self.devices_for(device) if self._fits(d, need_bytes)]
+                if fits:
+                    dev = min(fits, key=lambda d: self._assigned.get(d, 0))
+                    break
+                self._cv.wait()
+            self._assigned[dev] = self._assigned.get(dev, 0) + 1
+            self._reserved[dev] = self._reserved.get(dev, 0) + need_bytes
+            most_pinned, most_reserved = self.peak.get(dev, (0, 0))
+            self.peak[dev] = (max(most_pinned, self._assigned[dev]), max(most_reserved, self._reserved[dev]))
+        try:
+            yield dev
+        finally:
+            with self._cv:
+                self._assigned[dev] -= 1
+                self._reserved[dev] -= need_bytes
+                self._cv.notify_all()
+
+    def _can_take(self, dev: str, exclusive: bool) -> bool:
+        if dev in self._exclusive:
+            return False
+        if exclusive:
+            return self._shared.get(dev, 0) == 0
+        return self._shared.get(dev, 0) < self.max_shared
+
+    @contextlib.contextmanager
+    def hold(self, device: str, exclusive: bool = True):
+        """Hold a device (shared or exclusive); `device` may be a pool name (`cuda`): the first free one is taken.
+        A shared waiter waits while an exclusive waiter is queued for the device and behind earlier shared waiters;
+        an exclusive one only behind earlier exclusive waiters (timings run in batches, see the class)."""
+        choices = self.devices_for(device)
+        with self._cv:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            self._queue[ticket] = (set(choices), exclusive)
+            try:
+                while True:
+                    free = [d for d in choices if self._can_take(d, exclusive)
+                            and not any(d in ds and (ex and t < ticket if exclusive else ex or t < ticket)
+                                        for t, (ds, ex) in self._queue.items())]
+                    if free:
+                        dev = free[0]
+                        break
+                    self._cv.wait()
+            finally:
+                del self._queue[ticket]
+                self._cv.notify_all()
+            if exclusive:
+                self._exclusive.add(dev)
+            else:
+                self._shared[dev] = self._shared.get(dev, 0) + 1
+        t0 = time.monotonic()
+        try:
+            yield dev
+        finally:
+            with self._cv:
+                if exclusive:
+                    self._exclusive.discard(dev)
+                else:
+                    self._shared[dev] -= 1
+                if self.trace is not None:
+                    self.trace.append((dev, "exclusive" if exclusive else "shared", t0, time.monotonic()))
+                self._cv.notify_all()
+
+
+DEVICE_SLOTS = DeviceSlots()
+
+GiB = 1 << 30
+# What one verification holds on its GPU at peak, per side, in units of the task's bytes: I (one input set), O (the
+# outputs of one call), W (weights). docs/benchmarks.md compares these estimates with measured peaks.
+#   worker:  P input sets + a fresh draw + a pristine copy (P + 2)·I; the candidate's output and the reference's
+#            2·O; the outputs kept from audited and checked rounds, 5·O, when each is under `HOST_HOLD_BYTES` (larger
+#            ones are kept in host memory); the candidate's model and the reference copy 2·W; the candidate's own
+#            temporaries, allowed (I + O); a CUDA context, the L2 flush buffer and the allocator's NaN poison block.
+#   trusted: the reference's inputs in fp32 and fp64, 3·I; its fp32 output, its float64 output (the precision rule's
+#            yardstick, 2·O) and the candidate's output moved to the device for comparison, 4·O; the reference
+#            model, its float64 copy and its rounded copy, 4·W; comparison chunks and the model's activations.
+WORKER_FIXED, TRUSTED_FIXED = 2 * GiB, 1 * GiB
+HOST_HOLD_BYTES = 1 * GiB
+KEPT_OUTPUTS = 5
+INPUT_SET_BUDGET = 2 * GiB  # timing rotates through at most this many bytes of input sets (at least one set)
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """Estimated peak device bytes of one verification, from its task's bytes (see the table above)."""
+
+    inputs: int
+    outputs: int
+    weights: int
+    max_input_sets: int = 4
+
+    @property
+    def input_sets(self) -> int:
+        """P, the input sets timing rotates through: fewer for large inputs (each is refilled from a fresh seed before
+        reuse, so contents never repeat; beyond the L2 cache, more sets buy nothing)."""
+        if self.inputs <= 0:
+            return self.max_input_sets
+        return max(1, min(self.max_input_sets, INPUT_SET_BUDGET // self.inputs))
+
+    @property
+    def worker(self) -> int:
+        kept = KEPT_OUTPUTS * self.outputs if self.outputs < HOST_HOLD_BYTES else 0
+        return (WORKER_FIXED + (self.input_sets + 2) * self.inputs + 2 * self.outputs + kept + 2 * self.weights
+                + self.inputs + self.outputs)
+
+    @property
+    def trusted(self) -> int:
+        return TRUSTED_FIXED + 3 * self.inputs + 4 * self.outputs + 4 * self.weights
+
+    @property
+    def total(self) -> int:
+        return self.worker + self.trusted
+
+    def describe(self) -> str:
+        return (f"~{self.total / GiB:.1f} GiB on the device (verifier side {self.trusted / GiB:.1f} GiB, candidate's "
+                f"worker {self.worker / GiB:.1f} GiB; inputs {self.inputs / GiB:.2f} GiB, outputs "
+                f"{self.outputs / GiB:.2f} GiB, weights {self.weights / GiB:.2f} GiB per call)")
+
+
+def meta_bytes(module) -> tuple[int, int, int]:
+    """Bytes of the task's (inputs, outputs, weights) for one call, from its shapes on the meta device (no memory is
+    allocated). Raises whatever the task raises there (ops without meta kernels, data-dependent shapes)."""
+    with torch.device("meta"), torch.no_grad():
+        model = module.Model(*make_init_inputs(module, 0))
+        inputs = list(module.get_inputs())
+        out = model(*inputs)
+    return nbytes(inputs), nbytes(out), nbytes(list(model.state_dict().values()))
+
+
+def footprint(module, max_input_sets: int = 4) -> Footprint | None:
+    """The task's `Footprint`, or None when it does not run on meta tensors (data-dependent shapes and the like)."""
+    try:
+        return Footprint(*meta_bytes(module), max_input_sets=max_input_sets)
+    except Exception:  # noqa: BLE001 - whatever the task raises on meta tensors
+        return None
+
+
+def trace_overlaps(trace: list[tuple[str, str, float, float]]) -> list[str]:
+    """Pairs of holds in a `DeviceSlots.trace` that broke the rules: an exclusive hold overlapping any other hold on
+    the same device. Empty when every timing stage had its device to itself."""
+    bad = []
+    by_dev: dict[str, list] = {}
+    for dev, kind, t0, t1 in trace:
+        by_dev.setdefault(dev, []).append((t0, t1, kind))
+    for dev, holds in by_dev.items():
+        holds.sort()
+        for i, (a0, a1, ak) in enumerate(holds):
+            for b0, b1, bk in holds[i + 1:]:
+                if b0 >= a1:
+                    break
+                if "exclusive" in (ak, bk):
+                    bad.append(f"{dev}: {ak} [{a0:.3f}, {a1:.3f}] overlaps {bk} [{b0:.3f}, {b1:.3f}]")
+    return bad

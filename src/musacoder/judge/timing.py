@@ -1,0 +1,151 @@
+"""The timing method, in one place: how one call is timed, what a candidate is charged, when to stop repeating.
+
+Used inside the candidate worker (`musacoder.judge.worker`) for the candidate, the eager reference and the
+`torch.compile` baseline alike. On the CPU a call is timed with the host clock around a synchronised call. On CUDA:
+
+1. `cuda_region`: after an L2 flush (`Timer`), the device is synchronised, a ~200 µs GPU spin is queued (so the GPU
+   is busy while the host issues the call and the launch latency of the first kernel is not timed; host work beyond
+   that is), then a start event, the call, an event on the calling stream, a whole-device synchronise and an end
+   event. The region's two ends: `stream_ms` (the calling stream's work) and `device_ms` (every stream, plus the
+   host's round trip through the synchronise).
+2. `RoundTrip`: the candidate is charged `stream_ms + max(0, (device_ms − stream_ms) − R)` per round, so work it
+   leaves on another stream is charged beyond the host round trip R. R is measured in the timing loop: after each
+   timed round a GPU spin as long as the candidate's median stream time is timed the same way, and R is the 75th
+   percentile of those spins' device-minus-stream gaps, at most 0.15 ms. (The round trip grows with how long the host
+   waited and how busy the CPU is, so taking off one empty region's latency left short kernels 5 % over the profiler's
+   kernel time; docs/benchmarks.md has the measurements.) The trusted reference and the compile baseline are timed
+   by their calling stream alone.
+3. `rel_sem`: the adaptive stopping rule's statistic, the relative standard error of the mean.
+
+Timers (`torch.cuda.Event`, `torch.cuda._sleep`, the host clock) are captured by `capture` before any candidate
+code is imported into the process.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import NamedTuple
+
+_perf_ns = time.perf_counter_ns  # captured at import, before candidate code exists
+_EVENT = None
+_SLEEP = None
+
+# Timed CUDA regions start behind a ~200 us GPU spin (at about 2 GHz) so the host's launch latency of the timed call is
+# hidden, as it would be in a stream of work; whatever the call's host side costs beyond that is still counted.
+# Host work cannot hide computation behind it: reading the inputs back waits for it.
+PREROLL_CYCLES = 400_000
+MIN_TIMED_MS = 1e-3
+
+
+def capture(torch) -> None:
+    """Keep torch.cuda.Event and torch.cuda._sleep as they are now (call before any candidate code is imported)."""
+    global _EVENT, _SLEEP
+    _EVENT, _SLEEP = torch.cuda.Event, torch.cuda._sleep
+
+
+def _event_class(torch):
+    return _EVENT or torch.cuda.Event
+
+
+def cuda_sleep(torch):
+    """torch.cuda._sleep (a GPU spin of N cycles) as it was before the candidate was imported."""
+    return _SLEEP or torch.cuda._sleep
+
+
+class Region(NamedTuple):
+    """One timed call, in ms from the start event: to the end of the work on the stream it was called on
+    (`stream_ms`), and to an event recorded after the whole device was synchronised (`device_ms`)."""
+
+    device_ms: float
+    stream_ms: float
+
+
+def cuda_region(torch, fn, args):
+    """One timed CUDA region (module docstring, step 1). Returns (Region, output)."""
+    torch.cuda.synchronize()
+    event = _event_class(torch)
+    start, on_stream, end = event(enable_timing=True), event(enable_timing=True), event(enable_timing=True)
+    cuda_sleep(torch)(PREROLL_CYCLES)
+    start.record()
+    with torch.no_grad():
+        out = fn(*args)
+    on_stream.record()
+    torch.cuda.synchronize()
+    end.record()
+    end.synchronize()
+    return Region(start.elapsed_time(end), start.elapsed_time(on_stream)), out
+
+
+class Timer:
+    """`timed(fn, args) -> (Region, out)` and `flush()` (evicts the L2 cache as `timed` does before each call) for
+    one device: host clock on the CPU, `cuda_region` after an L2 flush on CUDA. Audit rounds call `flush` too, so
+    the profiler's device time is measured from the same cold L2 as the timed rounds."""
+
+    def __init__(self, torch, device: str, l2_flush_bytes: int = 256 << 20):
+        self.torch, self.cuda = torch, device.startswith("cuda")
+        self.scratch = torch.empty(l2_flush_bytes, dtype=torch.uint8, device=device) if self.cuda else None
+
+    def flush(self) -> None:
+        if self.scratch is not None:
+            self.scratch.zero_()
+
+    def timed(self, fn, args):
+        torch = self.torch
+        if self.cuda:
+            self.flush()
+            return cuda_region(torch, fn, args)
+        t0 = _perf_ns()
+        with torch.no_grad():
+            out = fn(*args)
+        ms = (_perf_ns() - t0) / 1e6
+        return Region(ms, ms), out
+
+
+class RoundTrip:
+    """What a candidate's time is (module docstring, step 2). `torch` None: host-clock timing, nothing charged."""
+
+    QUANTILE = 0.75
+    MAX_MS = 0.15  # R never exceeds this, however busy the host (a longer round trip is charged: the safe direction)
+    CYCLES_PER_MS = 1.98e6  # the spin's first guess (an H200's SM clock); then measured from the spins themselves
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.gaps: list[float] = []
+        self.rates: list[float] = []
+
+    def sample(self, cand_stream_ms: list[float]) -> None:
+        """Time one GPU spin as long as the candidate's median stream time and keep its round trip."""
+        if self.torch is None or not cand_stream_ms:
+            return
+        rate = statistics.median(self.rates) if self.rates else self.CYCLES_PER_MS
+        cycles = int(min(max(statistics.median(cand_stream_ms), 1e-3) * rate, 2**31 - 1))
+        t, _ = cuda_region(self.torch, cuda_sleep(self.torch), (cycles,))
+        self.gaps.append(max(0.0, t.device_ms - t.stream_ms))
+        if t.stream_ms > 0.01:
+            self.rates.append(cycles / t.stream_ms)
+
+    def ms(self) -> float | None:
+        """R: the round trip allowed between the calling stream's end and the whole device's end."""
+        if self.torch is None or not self.gaps:
+            return None
+        xs = sorted(self.gaps)
+        return min(xs[min(len(xs) - 1, int(self.QUANTILE * len(xs)))], self.MAX_MS)
+
+    def charge(self, regions: list[Region]) -> list[float]:
+        """Each round's charged time: `stream_ms + max(0, device_ms − stream_ms − R)` (device_ms on the CPU)."""
+        if self.torch is None:
+            return [t.device_ms for t in regions]
+        rt = self.ms() or 0.0
+        return [max(t.stream_ms + max(0.0, t.device_ms - t.stream_ms - rt), MIN_TIMED_MS) for t in regions]
+
+
+def rel_sem(xs: list[float]) -> float:
+    """Relative standard error of the mean (inf for fewer than two samples or a non-positive mean)."""
+    n = len(xs)
+    if n < 2:
+        return math.inf
+    m = sum(xs) / n
+    var = sum((x - m) ** 2 for x in xs) / (n - 1)
+    return math.sqrt(var / n) / m if m > 0 else math.inf
