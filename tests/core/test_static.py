@@ -186,3 +186,86 @@ def test_device_wide_cache_and_clock_settings_are_rejected():
         code = base.replace("auto out = torch::empty_like(xc);", call + "\n    auto out = torch::empty_like(xc);")
         r = check_static(code, "cuda", False)
         assert any("device-wide cache" in v for v in r.violations), (call, r.violations)
+
+
+@pytest.mark.parametrize("init,call", [
+    ("self.ext = ext", "self.ext.f(x)"),
+    ("self.ext = ext", "self.ext.sum(x)"),  # a tensor-method name on the extension is the extension's function
+    ("self.ops = {'a': ext}", "self.ops['a'].f(x)"),
+    ("self.run = ext.f", "self.run(x)"),
+    ("self.kernel = ext", "self.kernel.forward(x)"),
+    ("self.ext = load_inline(name='g', cpp_sources=src, functions=['f'])", "self.ext.relu(x)"),
+])
+def test_extension_reached_through_self_is_a_kernel_call(init, call):
+    body = f"""
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        {init}
+
+    def forward(self, x):
+        return {call}
+"""
+    rep = check_static(HEAD + body, "cpu")
+    assert rep.violations == [] and rep.kernel_calls and rep.deferred == [], rep
+
+
+def test_unresolved_call_is_deferred_not_rejected():
+    body = """
+def run(module, x):
+    return module.fused_bias_gelu(x)
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return run(self.handle, x)
+"""
+    rep = check_static(HEAD + body, "cpu")
+    assert rep.violations == [], rep.violations  # no provable decoy either: the run counts the kernel calls
+    assert any("module.fused_bias_gelu" in d for d in rep.deferred), rep.deferred
+
+
+@pytest.mark.parametrize("init,call,phrase", [
+    ("self.f = torch.matmul", "self.f(x, x)", "torch.matmul"),
+    ("self.f = nn.functional.relu", "self.f(x)", "torch.nn.functional.relu"),
+    ("self.f = lambda t: t.exp()", "self.f(x)", ".exp()"),
+    ("self.act = nn.ReLU()", "self.act.forward(x)", "calling submodule"),
+    ("self.ops = [torch.sigmoid]", "self.ops[0](x)", "torch.sigmoid"),
+    ("self.ext = ext", "x.softmax(0)", ".softmax()"),
+])
+def test_torch_compute_behind_an_alias_is_still_rejected(init, call, phrase):
+    body = f"""
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        {init}
+
+    def forward(self, x):
+        ext.f(x)
+        return {call}
+"""
+    rep = check_static(HEAD + body, "cpu")
+    assert any(phrase in v for v in rep.violations), rep.violations
+
+
+def test_local_variable_holding_the_extension_is_resolved():
+    body = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        torch_ops = ext
+        return torch_ops.relu(x)
+"""
+    assert rules(body) == []
+
+
+def test_attribute_of_the_module_named_like_a_tensor_method_is_deferred():
+    body = """
+class ModelNew(nn.Module):
+    def __init__(self, ops):
+        super().__init__()
+        self.relu = ops[0]
+
+    def forward(self, x):
+        return self.relu(x)
+"""
+    rep = check_static(HEAD + body, "cpu")
+    assert rep.violations == [] and rep.deferred == ["line 14: self.relu(...)"], rep

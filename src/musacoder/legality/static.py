@@ -4,108 +4,27 @@ The rules reject what a kernel-writing answer never needs and a reward hacker al
 forward path, calling the reference, swallowing kernel failures, threads and side streams, patching torch/time/builtins,
 introspection of the process, and native sources that spawn threads, touch files or call back into Python. The runtime
 profiler (`musacoder.legality.runtime`) backs these rules up for everything an AST cannot see.
+
+A rule rejects only what it can prove. Where the analysis (`musacoder.legality.resolve`) cannot tell what a call in the
+forward path reaches (an extension handed through a parameter, an attribute set outside the class, a dict indexed by a
+variable …), the call is listed in `StaticReport.deferred` and left to the runtime evidence: the build hook counts calls
+of the candidate's own extension functions and Triton launches (no own kernel run → illegal), and the profiler requires
+every outermost aten op to be on the whitelist.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field
 
-# Module imports a candidate may use. Everything else (sys, gc, inspect, ctypes, threading, time, …) is illegal.
-ALLOWED_IMPORTS = {
-    "torch", "triton", "math", "typing", "os", "functools", "itertools", "operator", "numbers", "dataclasses",
-    "collections", "enum", "__future__", "warnings", "typing_extensions",
-}
-# Sub-packages of allowed imports that are still off limits (introspection, graph capture, fallbacks).
-FORBIDDEN_MODULE_PREFIXES = (
-    "torch._", "torch.profiler", "torch.autograd", "torch.library", "torch.jit", "torch.compiler", "torch.fx",
-    "torch.cuda.graphs", "torch.utils.benchmark", "torch.testing", "torch.multiprocessing", "torch.distributed",
-    "torch.backends", "torch.ops", "torch.export", "torch.overrides", "torch.utils._python_dispatch",
+from musacoder.legality import resolve as R
+from musacoder.legality.policy import (
+    ALLOWED_DUNDERS, ALLOWED_IMPORTS, BUILTIN_CALLS, FORBIDDEN_ATTRS, FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PREFIXES,
+    NATIVE_FORBIDDEN, OPERATOR_MATMUL, PYTHON_METHODS, TENSOR_COMPUTE_FALLBACK, TENSOR_PLUMBING, THREAD_STREAM_NAMES,
+    TORCH_PLUMBING, TORCH_SUBMODULE_PLUMBING, VENDOR_PATTERNS,
 )
-# Attributes of allowed modules that may never be referenced (introspection and escape hatches).
-FORBIDDEN_ATTRS = {
-    "torch": {"_C", "_dynamo", "_inductor", "compile", "jit", "profiler", "autograd", "library", "ops", "fx",
-              "backends", "testing", "set_default_device", "use_deterministic_algorithms", "cuda.graphs",
-              "load", "frombuffer", "Stream", "stream", "set_default_dtype", "initial_seed", "get_rng_state",
-              "set_rng_state", "random.get_rng_state", "cuda.get_rng_state", "utils.dlpack", "_utils"},
-    "os": {"system", "popen", "fork", "forkpty", "spawnl", "spawnv", "execv", "execl", "kill", "remove", "unlink",
-           "rmdir", "open", "write", "read", "dup", "dup2", "pipe", "chdir", "_exit", "walk", "listdir", "scandir",
-           "symlink", "rename", "replace", "makedirs", "mkdir", "getpid", "getppid", "killpg", "setsid"},
-}
-# torch.* calls allowed inside the forward path: allocation and shape plumbing only.
-TORCH_PLUMBING = {
-    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "arange",
-    "rand", "randn", "randint", "as_strided", "broadcast_to", "flatten", "reshape", "permute", "transpose",
-    "squeeze", "unsqueeze", "select", "narrow", "clone", "is_tensor", "numel", "device", "dtype", "Size",
-    "no_grad", "inference_mode", "is_floating_point", "finfo", "iinfo", "result_type", "promote_types",
-    "float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8", "bool", "Tensor",
-    "contiguous_format", "channels_last", "strided",
-}
-TORCH_SUBMODULE_PLUMBING = {
-    ("cuda",): {"current_device", "synchronize", "is_available", "device_count", "current_stream", "get_device_name",
-                "get_device_capability", "device", "set_device"},
-    ("utils", "cpp_extension"): {"load_inline"},
-}
-# Tensor methods allowed in the forward path (views, allocation, metadata, casts, copies).
-TENSOR_PLUMBING = {
-    "size", "stride", "shape", "dim", "ndim", "numel", "nelement", "element_size", "item", "data_ptr", "storage_offset",
-    "view", "view_as", "reshape", "reshape_as", "permute", "transpose", "t", "T", "mT", "squeeze", "unsqueeze",
-    "expand", "expand_as", "flatten", "unflatten", "contiguous", "is_contiguous", "clone", "copy_", "detach",
-    "new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided", "zero_", "fill_", "to", "type", "float",
-    "half", "bfloat16", "double", "int", "long", "bool", "cuda", "cpu", "is_cuda", "device", "dtype", "get_device",
-    "select", "narrow", "as_strided", "split", "chunk", "unbind", "movedim", "requires_grad_", "is_floating_point",
-    "type_as", "broadcast_to", "storage", "untyped_storage", "data", "weight", "bias",
-}
-# Python builtins allowed as calls in the forward path.
-BUILTIN_CALLS = {
-    "len", "range", "int", "float", "bool", "min", "max", "tuple", "list", "dict", "isinstance", "enumerate", "zip",
-    "abs", "divmod", "round", "str", "super", "print", "sorted", "reversed", "all", "any", "type", "map", "slice",
-    "ValueError", "RuntimeError", "TypeError", "AssertionError", "NotImplementedError", "pow", "hash", "id", "set",
-}
-FORBIDDEN_BUILTINS = {
-    "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "setattr", "delattr", "getattr", "open",
-    "input", "breakpoint", "memoryview", "__builtins__", "__loader__", "__spec__",
-}
-ALLOWED_DUNDERS = {"__init__", "__name__", "__future__", "__all__", "__doc__"}
-THREAD_STREAM_NAMES = {
-    "Thread", "Timer", "ThreadPoolExecutor", "ProcessPoolExecutor", "Process", "Stream", "stream", "set_stream",
-    "ExternalStream", "record_stream", "CUDAGraph", "graph", "make_graphed_callables", "Event",
-}
-VENDOR_PATTERNS = re.compile(r"\b(cublas\w*|cublasLt\w*|cudnn\w*|cusparse\w*|cufft\w*|cusolver\w*|hipblas\w*|miopen\w*|"
-                             r"cblas_\w+|mkl_\w+|mkl\.h|dnnl\w*|openblas\w*|lapack\w*)\b", re.I)
-# CUDA helpers a kernel wrapper legitimately takes from the at::cuda namespace; the rest of it (at::cuda::mm …) are
-# ATen ops that bypass the dispatcher and so the profiler.
-_AT_CUDA_OK = ("getCurrentCUDAStream|getDefaultCUDAStream|getStreamFromExternal|CUDAGuard|OptionalCUDAGuard|"
-               "getCurrentDeviceProperties|getDeviceProperties|current_device|device_count|CUDAStream|warp_size|"
-               "OptionalCUDAStreamGuard|getCurrentCUDASparseHandle_DISALLOWED")
-# Tokens that have no place in a kernel's native source: threads, processes, files, sockets, dynamic loading, calling
-# back into Python, side streams/graphs, and profiler introspection.
-NATIVE_FORBIDDEN = [
-    (re.compile(r"std::thread|pthread_\w+|std::async|std::jthread|#\s*include\s*<thread>|#\s*include\s*<future>"), "spawns threads"),
-    (re.compile(r"\bfork\s*\(|\bvfork\s*\(|\bsystem\s*\(|\bpopen\s*\(|\bexecv\w*\s*\(|\bexecl\w*\s*\(|posix_spawn"), "spawns processes"),
-    (re.compile(r"\bfopen\s*\(|std::[io]?fstream|\bopen\s*\(\s*\"|#\s*include\s*<fstream>|\bunlink\s*\(|\bremove\s*\(\s*\""), "touches files"),
-    (re.compile(r"\bsocket\s*\(|\bconnect\s*\(|#\s*include\s*<sys/socket\.h>|\bsyscall\s*\(|\bptrace\b|\bmmap\s*\(|/proc/"), "uses sockets, syscalls or /proc"),
-    (re.compile(r"\bdlopen\b|\bdlsym\b|LoadLibrary|\bsetenv\s*\(|\bputenv\s*\("), "loads code or changes the environment"),
-    (re.compile(r"py::module_?::import|pybind11::module_?::import|py::eval|py::exec|PyRun_\w+|PyImport_\w+|PyObject_Call\w*|py::globals|\.attr\s*\("), "calls back into Python"),
-    (re.compile(r"cudaStreamCreate\w*|getStreamFromPool|setCurrentCUDAStream|cudaLaunchHostFunc|cudaStreamAddCallback|cudaGraph\w*|CUDAStreamGuard"), "uses side streams, graphs or host callbacks"),
-    (re.compile(r"RecordFunction|profiler|\bkineto\b|cupti", re.I), "inspects the profiler"),
-    (re.compile(r"accessPolicyWindow|PersistingL2|cudaStreamSetAttribute|cuStreamSetAttribute|cudaCtxResetPersisting|"
-                r"cudaDeviceSetCacheConfig|cudaDeviceSetSharedMemConfig|cuCtxSetCacheConfig|\bnvml\w*", re.I),
-     "changes device-wide cache, L2 persistence or clock settings (they outlive the call and affect the reference "
-     "and the L2 flush)"),
-    (re.compile(r"\bcudaMalloc\w*|\bcuMemAlloc\w*|\bcuMemCreate\b|\bcudaHostAlloc\b|\bcuMemHostAlloc\b"),
-     "allocates device memory outside PyTorch's allocator (use torch::empty, so the harness can account for it)"),
-    (re.compile(r"at::native::|at::cpu::|at::_ops::|at::redispatch::|at::compositeexplicitautograd\w*::|"
-                r"at::compositeimplicitautograd\w*::|c10::Dispatcher|at::meta::|at::cuda::(?!(?:" + _AT_CUDA_OK + r")\b)\w+\s*\("),
-     "calls ATen kernels directly, bypassing the dispatcher (compute ops must be your own)"),
-    (re.compile(r"globalContext\s*\(|set_num_threads|set_num_interop_threads|omp_set_num_threads|omp_set_dynamic|"
-                r"setAllowTF32|setBenchmarkCuDNN|setDeterministic|cudaDeviceSetLimit|cudaSetDevice\b|cudaDeviceReset"),
-     "changes global PyTorch/OpenMP/CUDA state"),
-    (re.compile(r"#\s*pragma\s+omp\s+(?:parallel\s+)?(?:task|single\s+nowait|master)\b|\bnowait\b|\.detach\s*\(\s*\)"),
-     "leaves work running after returning (omp task/nowait/detached threads)"),
-    (re.compile(r"\bsleep\s*\(|usleep\s*\(|nanosleep|std::chrono|clock_gettime|gettimeofday|\brdtsc\b"), "reads or manipulates time"),
-]
 
 
 @dataclass
@@ -113,82 +32,13 @@ class StaticReport:
     violations: list[str] = field(default_factory=list)
     kernel_defs: list[str] = field(default_factory=list)  # native kernels/functions the code defines
     kernel_calls: list[str] = field(default_factory=list)  # those the forward path calls
+    # Calls in the forward path whose target the analysis could not resolve ("line N: callee(...)"). They are not
+    # violations: the runtime checks (own-kernel launch count, aten-op whitelist) decide them.
+    deferred: list[str] = field(default_factory=list)
 
     @property
     def legal(self) -> bool:
         return not self.violations
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
-class _Analysis:
-    """Collects module structure: import aliases, extension modules, Triton kernels, functions and ModelNew."""
-
-    def __init__(self, tree: ast.Module):
-        self.tree = tree
-        self.aliases: dict[str, str] = {}  # local name -> dotted module/object path
-        self.functions: dict[str, ast.FunctionDef] = {}
-        self.triton_kernels: set[str] = set()
-        self.extensions: set[str] = set()  # names bound to load_inline results
-        self.load_inline_calls: list[ast.Call] = []
-        self.modelnew: ast.ClassDef | None = None
-        self.classes: dict[str, ast.ClassDef] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                for a in node.names:
-                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.functions[node.name] = node
-                if any(self.resolve(d if not isinstance(d, ast.Call) else d.func) in ("triton.jit", "triton.autotune")
-                       for d in node.decorator_list):
-                    self.triton_kernels.add(node.name)
-            elif isinstance(node, ast.ClassDef):
-                self.classes[node.name] = node
-                if node.name == "ModelNew":
-                    self.modelnew = node
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and (self.resolve(node.func) or "").endswith("load_inline"):
-                self.load_inline_calls.append(node)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and node.value in self.load_inline_calls:
-                for t in node.targets:
-                    d = _dotted(t)
-                    if d:
-                        self.extensions.add(d)
-        # names bound to extension modules through a helper returning load_inline(...)
-        for name, fn in self.functions.items():
-            if any(isinstance(n, ast.Return) and isinstance(n.value, ast.Call) and n.value in self.load_inline_calls
-                   for n in ast.walk(fn)):
-                for node in ast.walk(tree):
-                    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _dotted(node.value.func) == name:
-                        for t in node.targets:
-                            d = _dotted(t)
-                            if d:
-                                self.extensions.add(d)
-
-    def resolve(self, node: ast.AST) -> str | None:
-        """Dotted path with the first component resolved through import aliases (`F.relu` → torch.nn.functional.relu)."""
-        d = _dotted(node)
-        if d is None:
-            return None
-        head, _, rest = d.partition(".")
-        if head in self.aliases:
-            base = self.aliases[head]
-            return f"{base}.{rest}" if rest else base
-        return d
 
 
 def _string_constants(tree: ast.AST) -> list[str]:
@@ -201,29 +51,6 @@ def _native_sources(tree: ast.AST) -> str:
                      if re.search(r"#\s*include|__global__|torch::|at::|\bvoid\b|\{", s))
 
 
-def _forward_path(an: _Analysis) -> list[ast.AST]:
-    """ModelNew.forward and every method/module function reachable from it by name."""
-    assert an.modelnew is not None
-    methods = {n.name: n for n in an.modelnew.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    seen: dict[str, ast.AST] = {}
-    todo = [("ModelNew.forward", methods.get("forward"))]
-    while todo:
-        name, fn = todo.pop()
-        if fn is None or name in seen:
-            continue
-        seen[name] = fn
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Call):
-                d = _dotted(node.func)
-                if d and d.startswith("self.") and d.count(".") == 1 and d[5:] in methods:
-                    todo.append((f"ModelNew.{d[5:]}", methods[d[5:]]))
-                elif d in an.functions and d not in an.triton_kernels:
-                    todo.append((d, an.functions[d]))
-            elif isinstance(node, ast.Name) and node.id in an.functions and node.id not in an.triton_kernels:
-                todo.append((node.id, an.functions[node.id]))
-    return list(seen.values())
-
-
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)")
 _KERNEL_NAME = re.compile(r"__global__\s+(?:[\w:]+\s+|\*\s*)*?(\w+)\s*\(")
 
@@ -233,26 +60,68 @@ def kernel_names(native: str) -> list[str]:
     return _KERNEL_NAME.findall(_LAUNCH_BOUNDS.sub(" ", native))
 
 
-def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> StaticReport:
-    """Apply every static rule; returns violations (human-readable, each naming the line) and the kernels found."""
-    rep = StaticReport()
+@functools.lru_cache(maxsize=None)
+def _torch_object(path: str):
+    """The object at a dotted torch path, or None (also when torch cannot be imported)."""
     try:
-        tree = ast.parse(code)
-    except SyntaxError as e:
-        rep.violations.append(f"syntax error at line {e.lineno}: {e.msg}")
-        return rep
-    an = _Analysis(tree)
-    v = rep.violations
+        import torch
+    except ImportError:
+        return None
+    obj = torch
+    for part in path.split(".")[1:]:
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
 
-    if an.modelnew is None:
-        v.append("no class ModelNew defined")
-        return rep
+
+@functools.lru_cache(maxsize=None)
+def _is_tensor_method(name: str) -> bool:
+    """Whether `name` is a method of torch.Tensor (that is not plumbing); a fixed list stands in without torch."""
+    if name in TENSOR_PLUMBING or name.startswith("_"):
+        return False
+    tensor = _torch_object("torch.Tensor")
+    return hasattr(tensor, name) if tensor is not None else name in TENSOR_COMPUTE_FALLBACK
+
+
+def _torch_call_allowed(path: str) -> bool:
+    """Whether a call of the torch function at `path` is plumbing (allocation, views, metadata, building the
+    extension) rather than compute."""
+    parts = tuple(path.split(".")[1:])
+    if len(parts) == 1 and parts[0] in TORCH_PLUMBING:
+        return True
+    if len(parts) == 2 and parts[0] == "Tensor" and parts[1] in TENSOR_PLUMBING:
+        return True
+    for prefix, names in TORCH_SUBMODULE_PLUMBING.items():
+        if parts[:len(prefix)] == prefix and len(parts) == len(prefix) + 1 and parts[-1] in names:
+            return True
+    return bool(parts) and parts[0] == "nn" and parts[-1] == "Parameter"
+
+
+def _is_torch_compute_function(path: str) -> bool:
+    """Whether a torch path names a function (not a dtype, constant, class or module) outside the plumbing whitelist."""
+    if _torch_call_allowed(path):
+        return False
+    obj = _torch_object(path)
+    return obj is not None and callable(obj) and not isinstance(obj, type)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Rule sections. Each returns the violations it finds, in source order.
+
+def _check_modelnew(an: R.Resolver) -> list[str]:
+    """ModelNew must subclass torch.nn.Module directly (not the reference `Model` or anything else)."""
+    v = []
     for base in an.modelnew.bases:
         b = an.resolve(base) or ""
         if b not in ("torch.nn.Module", "torch.nn.modules.module.Module", "nn.Module", "Module"):
             v.append(f"line {base.lineno}: ModelNew must subclass torch.nn.Module directly, not {ast.unparse(base)}")
+    return v
 
-    # Imports.
+
+def _check_imports(tree: ast.Module) -> list[str]:
+    """Only the allowed modules may be imported, none of their introspection/fallback sub-packages, nothing relative."""
+    v = []
     for node in ast.walk(tree):
         mods = []
         if isinstance(node, ast.Import):
@@ -267,46 +136,65 @@ def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> St
                 v.append(f"line {node.lineno}: import of {m!r} is not allowed (allowed: {', '.join(sorted(ALLOWED_IMPORTS))})")
             elif m.startswith(FORBIDDEN_MODULE_PREFIXES) or any(m == p.rstrip(".") for p in FORBIDDEN_MODULE_PREFIXES):
                 v.append(f"line {node.lineno}: import of {m!r} is not allowed (introspection/fallback module)")
+    return v
 
-    # Whole-file rules: introspection, patching, escape hatches, threads/streams.
+
+def _attribute_violations(node: ast.Attribute, an: R.Resolver) -> list[str]:
+    """Dunder access, forbidden torch/os attributes, global-state setters, threads, streams, events and graphs."""
+    v = []
+    if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in ALLOWED_DUNDERS:
+        v.append(f"line {node.lineno}: dunder attribute access {node.attr!r} is not allowed")
+    r = an.resolve(node) or ""
+    head = r.split(".")[0]
+    if head in FORBIDDEN_ATTRS:
+        rest = r[len(head) + 1:]
+        for bad in FORBIDDEN_ATTRS[head]:
+            if rest == bad or rest.startswith(bad + "."):
+                v.append(f"line {node.lineno}: {r} is not allowed in a candidate")
+                break
+    last = r.rsplit(".", 1)[-1]
+    if head == "torch" and (last.startswith("set_") and last != "set_device" or "memory" in r.split(".")[1:-1]
+                            or last.startswith("reset_")
+                            or last in ("empty_cache", "caching_allocator_alloc", "manual_seed_all")):
+        v.append(f"line {node.lineno}: {r} changes global PyTorch state (threads, precision, memory); not allowed")
+    if node.attr in THREAD_STREAM_NAMES and head in ("torch", "threading", "concurrent", "multiprocessing"):
+        v.append(f"line {node.lineno}: threads, streams, events and graphs ({r}) are not allowed")
+    if node.attr in ("record_stream", "CUDAGraph", "make_graphed_callables"):
+        v.append(f"line {node.lineno}: {node.attr} is not allowed")
+    return v
+
+
+def _assignment_violations(node: ast.AST, an: R.Resolver) -> list[str]:
+    """Monkey-patching: assigning to an attribute of an imported module, or rebinding an imported name."""
+    v = []
+    targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+    for t in targets:
+        for sub in ast.walk(t):
+            if isinstance(sub, ast.Attribute):
+                root = sub
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if isinstance(root, ast.Name) and root.id in an.aliases and root.id != "self":
+                    v.append(f"line {node.lineno}: assigning to {ast.unparse(sub)} patches an imported "
+                             "module (monkey-patching is not allowed)")
+                    break
+            if isinstance(sub, ast.Name) and sub.id in an.aliases and isinstance(node, ast.Assign) \
+                    and node.lineno > 0 and sub is t:
+                v.append(f"line {node.lineno}: rebinding imported name {sub.id!r} is not allowed")
+    return v
+
+
+def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
+    """Whole-file rules: introspection, patching, escape hatches, threads/streams, dispatch overrides, Tensor
+    subclasses, broad excepts and any use of the reference `Model`."""
+    v = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in FORBIDDEN_BUILTINS:
             v.append(f"line {node.lineno}: use of {node.id!r} is not allowed")
         elif isinstance(node, ast.Attribute):
-            if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in ALLOWED_DUNDERS:
-                v.append(f"line {node.lineno}: dunder attribute access {node.attr!r} is not allowed")
-            r = an.resolve(node) or ""
-            head = r.split(".")[0]
-            if head in FORBIDDEN_ATTRS:
-                rest = r[len(head) + 1:]
-                for bad in FORBIDDEN_ATTRS[head]:
-                    if rest == bad or rest.startswith(bad + "."):
-                        v.append(f"line {node.lineno}: {r} is not allowed in a candidate")
-                        break
-            last = r.rsplit(".", 1)[-1]
-            if head == "torch" and (last.startswith("set_") and last != "set_device" or "memory" in r.split(".")[1:-1]
-                                    or last.startswith("reset_")
-                                    or last in ("empty_cache", "caching_allocator_alloc", "manual_seed_all")):
-                v.append(f"line {node.lineno}: {r} changes global PyTorch state (threads, precision, memory); not allowed")
-            if node.attr in THREAD_STREAM_NAMES and head in ("torch", "threading", "concurrent", "multiprocessing"):
-                v.append(f"line {node.lineno}: threads, streams, events and graphs ({r}) are not allowed")
-            if node.attr in ("record_stream", "CUDAGraph", "make_graphed_callables"):
-                v.append(f"line {node.lineno}: {node.attr} is not allowed")
+            v += _attribute_violations(node, an)
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            for t in targets:
-                for sub in ast.walk(t):
-                    if isinstance(sub, ast.Attribute):
-                        root = sub
-                        while isinstance(root, ast.Attribute):
-                            root = root.value
-                        if isinstance(root, ast.Name) and root.id in an.aliases and root.id != "self":
-                            v.append(f"line {node.lineno}: assigning to {ast.unparse(sub)} patches an imported "
-                                     "module (monkey-patching is not allowed)")
-                            break
-                    if isinstance(sub, ast.Name) and sub.id in an.aliases and isinstance(node, ast.Assign) \
-                            and node.lineno > 0 and sub is t:
-                        v.append(f"line {node.lineno}: rebinding imported name {sub.id!r} is not allowed")
+            v += _assignment_violations(node, an)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("__") \
                 and node.name.endswith("__") and node.name != "__init__":
             v.append(f"line {node.lineno}: defining {node.name} is not allowed (dispatch and operator overrides "
@@ -323,110 +211,169 @@ def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> St
                 if broad:
                     v.append(f"line {h.lineno}: broad try/except ({ast.unparse(h.type) if h.type else 'bare except'}) "
                              "can hide a failing kernel behind a fallback; let errors propagate")
-        # references to the reference model
         if isinstance(node, ast.Name) and node.id == "Model" and not isinstance(node.ctx, ast.Store):
             v.append(f"line {node.lineno}: ModelNew may not use the reference Model")
+    return v
 
-    # Forward path rules.
-    fwd = _forward_path(an)
-    if not fwd:
-        v.append("ModelNew has no forward method")
-    init = next((n for n in an.modelnew.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
-    nn_submodules = set()
-    if init is not None:
-        for node in ast.walk(init):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                callee = an.resolve(node.value.func) or ""
-                if callee.startswith("torch.nn.") or callee in an.classes:
-                    for t in node.targets:
-                        d = _dotted(t)
-                        if d and d.startswith("self."):
-                            nn_submodules.add(d)
-    ext_bound = set(an.extensions)
-    for fn in fwd:
-        for node in ast.walk(fn):
+
+class _ForwardPath:
+    """ModelNew.forward and everything it reaches that the analysis can resolve: methods, module functions, lambdas,
+    partials and the `forward` of the file's own modules. Checks every call there, collecting violations, the own
+    kernels called and the calls it could not resolve."""
+
+    def __init__(self, an: R.Resolver, rep: StaticReport):
+        self.an, self.rep = an, rep
+        self.violations: list[str] = []
+        self.functions: list[ast.AST] = []
+        self._seen: set[int] = set()
+        self._todo: list[tuple[ast.AST, R.Scope]] = []
+
+    def run(self) -> list[str]:
+        an = self.an
+        forward = an.methods(an.modelnew).get("forward")
+        if forward is not None:
+            self._follow(forward, an.method_scope(an.modelnew, forward))
+        while self._todo:
+            fn, scope = self._todo.pop(0)
+            self.functions.append(fn)
+            self._check_function(fn, scope)
+        return self.violations
+
+    def _follow(self, fn: ast.AST, scope: R.Scope) -> None:
+        if id(fn) not in self._seen:
+            self._seen.add(id(fn))
+            self._todo.append((fn, scope))
+
+    def _check_function(self, fn: ast.AST, scope: R.Scope) -> None:
+        parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+        body = fn.body if isinstance(fn.body, list) else [fn.body]
+        for node in (n for stmt in body for n in ast.walk(stmt)):
             if isinstance(node, ast.Try):
-                v.append(f"line {node.lineno}: try/except in the forward path is not allowed")
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-                v.append(f"line {node.lineno}: the @ operator runs a PyTorch matmul; write a kernel")
-            if not isinstance(node, ast.Call):
-                continue
-            f = node.func
-            d = _dotted(f)
-            r = an.resolve(f) or ""
-            if isinstance(f, ast.Subscript):  # triton launch kernel[grid](...)
-                k = _dotted(f.value)
-                if k in an.triton_kernels:
-                    rep.kernel_calls.append(k)
-                continue
-            if d is None:
-                continue
-            if d in nn_submodules:
-                v.append(f"line {node.lineno}: calling submodule {d} runs PyTorch's implementation; read its "
-                         "parameters and pass them to your kernel instead")
-                continue
-            base = d.rsplit(".", 1)[0] if "." in d else None
-            if base and base in ext_bound:
-                rep.kernel_calls.append(d)
-                continue
-            if r.startswith("torch.nn.functional") or r.startswith("torch.special") or r.startswith("torch.linalg") \
-                    or r.startswith("torch.fft"):
-                v.append(f"line {node.lineno}: {r} is a PyTorch compute op; forward must use your own kernels")
-                continue
-            if r.startswith("torch."):
-                parts = tuple(r.split(".")[1:])
-                allowed = len(parts) == 1 and parts[0] in TORCH_PLUMBING
-                for prefix, names in TORCH_SUBMODULE_PLUMBING.items():
-                    if parts[:len(prefix)] == prefix and len(parts) == len(prefix) + 1 and parts[-1] in names:
-                        allowed = True
-                if parts and parts[0] == "nn" and not r.startswith("torch.nn.functional"):
-                    allowed = parts[-1] in ("Parameter",)
-                if not allowed:
-                    v.append(f"line {node.lineno}: {r}(...) is a PyTorch op outside the plumbing whitelist")
-                continue
-            if r.startswith("triton.") or r.startswith("math."):
-                continue
-            if "." not in d:
-                if d in BUILTIN_CALLS or d in an.functions or d in an.classes:
-                    continue
-                if d in an.aliases:
-                    continue
-                continue  # local callables (e.g. a variable holding an extension function) are checked at runtime
-            method = d.rsplit(".", 1)[1]
-            if d.startswith("self.") and d.count(".") == 1:
-                continue  # a ModelNew method (already on the path) or an attribute holding a kernel function
-            if method not in TENSOR_PLUMBING and method not in ("append", "extend", "get", "items", "keys", "values",
-                                                                "format", "join", "split"):
-                v.append(f"line {node.lineno}: .{method}() in the forward path is not in the plumbing whitelist; "
-                         "compute must happen in your kernels")
+                self.violations.append(f"line {node.lineno}: try/except in the forward path is not allowed")
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                self.violations.append(f"line {node.lineno}: the @ operator runs a PyTorch matmul; write a kernel")
+            elif isinstance(node, ast.Call):
+                self._check_call(node, scope)
+            elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
+                parent = parents.get(id(node))
+                if isinstance(parent, ast.Attribute) or (isinstance(parent, ast.Call) and parent.func is node):
+                    continue  # part of a longer chain, or a call (checked as a call)
+                self._check_reference(node, scope, parent)
 
-    # Native kernels for the backend.
-    native = _native_sources(tree)
-    if backend in ("cpu", "cuda"):
-        if not an.load_inline_calls:
-            v.append(f"backend {backend}: no torch.utils.cpp_extension.load_inline(...) call builds a native kernel")
-        for call in an.load_inline_calls:
-            kws = {k.arg for k in call.keywords}
-            if backend == "cpu" and "cuda_sources" in kws:
-                v.append(f"line {call.lineno}: the cpu backend builds C++ only (cpp_sources); cuda_sources given")
-            if backend == "cuda" and "cuda_sources" not in kws:
-                v.append(f"line {call.lineno}: the cuda backend needs cuda_sources in load_inline")
-            for kw in call.keywords:
-                if kw.arg == "extra_ldflags" and VENDOR_PATTERNS.search(ast.unparse(kw.value)) and not allow_vendor_libs:
-                    v.append(f"line {call.lineno}: linking vendor libraries ({ast.unparse(kw.value)}) is not allowed "
-                             "under the strict policy")
-        if backend == "cuda":
-            rep.kernel_defs = kernel_names(native)
-            if not rep.kernel_defs:
-                v.append("backend cuda: no __global__ kernel is defined in the CUDA sources")
-        else:
-            rep.kernel_defs = sorted(an.extensions)
-    elif backend == "triton":
-        rep.kernel_defs = sorted(an.triton_kernels)
-        if not an.triton_kernels:
-            v.append("backend triton: no @triton.jit kernel is defined")
-    if not rep.kernel_calls and fwd:
-        v.append(f"ModelNew.forward never calls a native kernel ({'a @triton.jit kernel launched as kernel[grid](...)' if backend == 'triton' else 'a function of the load_inline extension'}); a kernel defined but not called is a decoy")
+    def _check_reference(self, node: ast.AST, scope: R.Scope, parent: ast.AST | None) -> None:
+        """A function used as a value (a callback, `map(f, …)`): torch compute is rejected, the file's functions are
+        followed, a Triton kernel handed on is deferred."""
+        val = self.an.value(node, scope)
+        if val.kind == R.TORCH and _is_torch_compute_function(val.path):
+            self.violations.append(f"line {node.lineno}: {val.path} is a PyTorch compute op passed as a function; "
+                                   "forward must use your own kernels")
+        elif val.kind == R.FUNCTION:
+            self._follow(val.node, val.scope)
+        elif val.kind == R.TRITON and not isinstance(parent, ast.Subscript):
+            self.rep.deferred.append(f"line {node.lineno}: Triton kernel {val.path} handed to other code")
+
+    def _defer(self, call: ast.Call) -> None:
+        self.rep.deferred.append(f"line {call.lineno}: {ast.unparse(call.func)}(...)")
+
+    def _check_call(self, call: ast.Call, scope: R.Scope) -> None:
+        """Classify one call by what it reaches: own kernel, followed code, torch (whitelist), nn submodule (illegal),
+        Python plumbing, or unknown (deferred; a tensor compute method on a receiver that may be a tensor, i.e. one
+        not resolved to an extension, a module instance or a plain Python value, is rejected)."""
+        an, v = self.an, self.violations
+        f = call.func
+        fv = an.value(f, scope)
+        text = ast.unparse(f)
+        if fv.kind == R.KERNEL or (fv.kind == R.TRITON_MEMBER and isinstance(f, ast.Attribute) and f.attr == "run"):
+            self.rep.kernel_calls.append(text if not isinstance(f, ast.Subscript) else ast.unparse(f.value))
+            return
+        if fv.kind in (R.SUBMODULE, R.SUBMODULE_MEMBER):
+            v.append(f"line {call.lineno}: calling submodule {text} runs PyTorch's implementation; read its "
+                     "parameters and pass them to your kernel instead")
+            return
+        if fv.kind == R.TORCH:
+            if fv.path.startswith(("torch.nn.functional", "torch.special", "torch.linalg", "torch.fft")):
+                v.append(f"line {call.lineno}: {fv.path} is a PyTorch compute op; forward must use your own kernels")
+            elif not _torch_call_allowed(fv.path):
+                v.append(f"line {call.lineno}: {fv.path}(...) is a PyTorch op outside the plumbing whitelist")
+            return
+        if fv.kind == R.LIBRARY:
+            if fv.path in OPERATOR_MATMUL:
+                v.append(f"line {call.lineno}: {fv.path} is the @ operator, a PyTorch matmul; write a kernel")
+            return
+        target = an.callee(fv)
+        if target is not None:
+            self._follow(*target)
+            return
+        if fv.kind in (R.BUILTIN, R.CLASS, R.PYOBJ) or (isinstance(f, ast.Name) and f.id in BUILTIN_CALLS):
+            return
+        if isinstance(f, ast.Attribute):
+            receiver = an.value(f.value, scope)
+            if receiver.kind in (R.PYOBJ, R.CONTAINER, R.BUILTIN) or f.attr in TENSOR_PLUMBING \
+                    or f.attr in PYTHON_METHODS:
+                return
+            if receiver.kind in (R.UNKNOWN, R.SUBMODULE_MEMBER) and _is_tensor_method(f.attr):
+                v.append(f"line {call.lineno}: .{f.attr}() in the forward path is not in the plumbing whitelist; "
+                         "compute must happen in your kernels")
+                return
+        self._defer(call)
+
+
+def _check_native_build(an: R.Resolver, backend: str, allow_vendor_libs: bool) -> list[str]:
+    """The cpu/cuda backends build with load_inline: C++ only for cpu, CUDA sources for cuda, no vendor link flags."""
+    v = []
+    if backend not in ("cpu", "cuda"):
+        return v
+    if not an.load_inline_calls:
+        v.append(f"backend {backend}: no torch.utils.cpp_extension.load_inline(...) call builds a native kernel")
+    for call in an.load_inline_calls:
+        kws = {k.arg for k in call.keywords}
+        if backend == "cpu" and "cuda_sources" in kws:
+            v.append(f"line {call.lineno}: the cpu backend builds C++ only (cpp_sources); cuda_sources given")
+        if backend == "cuda" and "cuda_sources" not in kws:
+            v.append(f"line {call.lineno}: the cuda backend needs cuda_sources in load_inline")
+        for kw in call.keywords:
+            if kw.arg == "extra_ldflags" and VENDOR_PATTERNS.search(ast.unparse(kw.value)) and not allow_vendor_libs:
+                v.append(f"line {call.lineno}: linking vendor libraries ({ast.unparse(kw.value)}) is not allowed "
+                         "under the strict policy")
+    return v
+
+
+def _extension_names(tree: ast.Module, an: R.Resolver) -> list[str]:
+    """Names the code binds to extension modules (`ext = load_inline(...)`, `self.ext = build()`), for the report."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                and an.value(node.value, an.module_scope).kind == R.EXTENSION:
+            names.update(d for d in map(R.dotted, node.targets) if d)
+    return sorted(names)
+
+
+def _kernel_defs(tree: ast.Module, an: R.Resolver, backend: str, native: str) -> tuple[list[str], list[str]]:
+    """The kernels the code defines for its backend (CUDA `__global__` names, extension names, Triton kernels), and
+    the violation when there are none."""
+    if backend == "cuda":
+        defs = kernel_names(native)
+        return defs, [] if defs else ["backend cuda: no __global__ kernel is defined in the CUDA sources"]
+    if backend == "triton":
+        defs = sorted(an.triton_kernels)
+        return defs, [] if defs else ["backend triton: no @triton.jit kernel is defined"]
+    return _extension_names(tree, an), []
+
+
+def _check_kernel_presence(rep: StaticReport, has_forward: bool, backend: str) -> list[str]:
+    """forward must reach an own kernel. Only a forward path that resolves completely and calls none is a provable
+    decoy; with deferred calls the runtime launch count decides."""
+    if rep.kernel_calls or rep.deferred or not has_forward:
+        return []
+    what = "a @triton.jit kernel launched as kernel[grid](...)" if backend == "triton" else \
+        "a function of the load_inline extension"
+    return [f"ModelNew.forward never calls a native kernel ({what}); a kernel defined but not called is a decoy"]
+
+
+def _check_native_sources(native: str, allow_vendor_libs: bool) -> list[str]:
+    """Native source may not spawn threads/processes, touch files, call back into Python, use side streams, bypass
+    the dispatcher, change global state, or (strict policy) use vendor libraries."""
+    v = []
     for pattern, what in NATIVE_FORBIDDEN:
         m = pattern.search(native)
         if m:
@@ -435,7 +382,34 @@ def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> St
         m = VENDOR_PATTERNS.search(native)
         if m:
             v.append(f"native source uses a vendor library ({m.group(0)}); forbidden under the strict policy")
-    # De-duplicate, keep order.
+    return v
+
+
+def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> StaticReport:
+    """Apply every static rule; returns violations (human-readable, each naming the line), the kernels found, and the
+    forward-path calls left to the runtime checks (`deferred`)."""
+    rep = StaticReport()
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as e:
+        rep.violations.append(f"syntax error at line {e.lineno}: {e.msg}")
+        return rep
+    an = R.Resolver(tree)
+    if an.modelnew is None:
+        rep.violations.append("no class ModelNew defined")
+        return rep
+    v = _check_modelnew(an) + _check_imports(tree) + _check_escape_hatches(tree, an)
+    path = _ForwardPath(an, rep)
+    v += path.run()
+    if not path.functions:
+        v.append("ModelNew has no forward method")
+    v += _check_native_build(an, backend, allow_vendor_libs)
+    native = _native_sources(tree)
+    rep.kernel_defs, missing = _kernel_defs(tree, an, backend, native)
+    v += missing
+    v += _check_kernel_presence(rep, bool(path.functions), backend)
+    v += _check_native_sources(native, allow_vendor_libs)
     rep.violations = list(dict.fromkeys(v))
     rep.kernel_calls = list(dict.fromkeys(rep.kernel_calls))
+    rep.deferred = list(dict.fromkeys(rep.deferred))
     return rep

@@ -1,0 +1,117 @@
+"""What a candidate may and may not use: the tables behind the static legality rules (`musacoder.legality.static`).
+
+Python-side tables list the imports, torch functions, tensor methods and builtins a candidate may use; the native-side
+patterns list what a kernel's C++/CUDA source may never contain.
+"""
+
+import re
+
+# Module imports a candidate may use. Everything else (sys, gc, inspect, ctypes, threading, time, …) is illegal.
+ALLOWED_IMPORTS = {
+    "torch", "triton", "math", "typing", "os", "functools", "itertools", "operator", "numbers", "dataclasses",
+    "collections", "enum", "__future__", "warnings", "typing_extensions",
+}
+# Sub-packages of allowed imports that are still off limits (introspection, graph capture, fallbacks).
+FORBIDDEN_MODULE_PREFIXES = (
+    "torch._", "torch.profiler", "torch.autograd", "torch.library", "torch.jit", "torch.compiler", "torch.fx",
+    "torch.cuda.graphs", "torch.utils.benchmark", "torch.testing", "torch.multiprocessing", "torch.distributed",
+    "torch.backends", "torch.ops", "torch.export", "torch.overrides", "torch.utils._python_dispatch",
+)
+# Attributes of allowed modules that may never be referenced (introspection and escape hatches).
+FORBIDDEN_ATTRS = {
+    "torch": {"_C", "_dynamo", "_inductor", "compile", "jit", "profiler", "autograd", "library", "ops", "fx",
+              "backends", "testing", "set_default_device", "use_deterministic_algorithms", "cuda.graphs",
+              "load", "frombuffer", "Stream", "stream", "set_default_dtype", "initial_seed", "get_rng_state",
+              "set_rng_state", "random.get_rng_state", "cuda.get_rng_state", "utils.dlpack", "_utils"},
+    "os": {"system", "popen", "fork", "forkpty", "spawnl", "spawnv", "execv", "execl", "kill", "remove", "unlink",
+           "rmdir", "open", "write", "read", "dup", "dup2", "pipe", "chdir", "_exit", "walk", "listdir", "scandir",
+           "symlink", "rename", "replace", "makedirs", "mkdir", "getpid", "getppid", "killpg", "setsid"},
+}
+# torch.* calls allowed inside the forward path: allocation and shape plumbing only.
+TORCH_PLUMBING = {
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "arange",
+    "rand", "randn", "randint", "as_strided", "broadcast_to", "flatten", "reshape", "permute", "transpose",
+    "squeeze", "unsqueeze", "select", "narrow", "clone", "is_tensor", "numel", "device", "dtype", "Size",
+    "no_grad", "inference_mode", "is_floating_point", "finfo", "iinfo", "result_type", "promote_types",
+    "float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8", "bool", "Tensor",
+    "contiguous_format", "channels_last", "strided",
+}
+TORCH_SUBMODULE_PLUMBING = {
+    ("cuda",): {"current_device", "synchronize", "is_available", "device_count", "current_stream", "get_device_name",
+                "get_device_capability", "device", "set_device"},
+    ("utils", "cpp_extension"): {"load_inline"},
+}
+# Tensor methods allowed in the forward path (views, allocation, metadata, casts, copies).
+TENSOR_PLUMBING = {
+    "size", "stride", "shape", "dim", "ndim", "numel", "nelement", "element_size", "item", "data_ptr", "storage_offset",
+    "view", "view_as", "reshape", "reshape_as", "permute", "transpose", "t", "T", "mT", "squeeze", "unsqueeze",
+    "expand", "expand_as", "flatten", "unflatten", "contiguous", "is_contiguous", "clone", "copy_", "detach",
+    "new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided", "zero_", "fill_", "to", "type", "float",
+    "half", "bfloat16", "double", "int", "long", "bool", "cuda", "cpu", "is_cuda", "device", "dtype", "get_device",
+    "select", "narrow", "as_strided", "split", "chunk", "unbind", "movedim", "requires_grad_", "is_floating_point",
+    "type_as", "broadcast_to", "storage", "untyped_storage", "data", "weight", "bias",
+}
+# Python builtins allowed as calls in the forward path.
+BUILTIN_CALLS = {
+    "len", "range", "int", "float", "bool", "min", "max", "tuple", "list", "dict", "isinstance", "enumerate", "zip",
+    "abs", "divmod", "round", "str", "super", "print", "sorted", "reversed", "all", "any", "type", "map", "slice",
+    "ValueError", "RuntimeError", "TypeError", "AssertionError", "NotImplementedError", "pow", "hash", "id", "set",
+}
+FORBIDDEN_BUILTINS = {
+    "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "setattr", "delattr", "getattr", "open",
+    "input", "breakpoint", "memoryview", "__builtins__", "__loader__", "__spec__",
+}
+ALLOWED_DUNDERS = {"__init__", "__name__", "__future__", "__all__", "__doc__"}
+THREAD_STREAM_NAMES = {
+    "Thread", "Timer", "ThreadPoolExecutor", "ProcessPoolExecutor", "Process", "Stream", "stream", "set_stream",
+    "ExternalStream", "record_stream", "CUDAGraph", "graph", "make_graphed_callables", "Event",
+}
+VENDOR_PATTERNS = re.compile(r"\b(cublas\w*|cublasLt\w*|cudnn\w*|cusparse\w*|cufft\w*|cusolver\w*|hipblas\w*|miopen\w*|"
+                             r"cblas_\w+|mkl_\w+|mkl\.h|dnnl\w*|openblas\w*|lapack\w*)\b", re.I)
+# CUDA helpers a kernel wrapper legitimately takes from the at::cuda namespace; the rest of it (at::cuda::mm …) are
+# ATen ops that bypass the dispatcher and so the profiler.
+_AT_CUDA_OK = ("getCurrentCUDAStream|getDefaultCUDAStream|getStreamFromExternal|CUDAGuard|OptionalCUDAGuard|"
+               "getCurrentDeviceProperties|getDeviceProperties|current_device|device_count|CUDAStream|warp_size|"
+               "OptionalCUDAStreamGuard|getCurrentCUDASparseHandle_DISALLOWED")
+# Tokens that have no place in a kernel's native source: threads, processes, files, sockets, dynamic loading, calling
+# back into Python, side streams/graphs, and profiler introspection.
+NATIVE_FORBIDDEN = [
+    (re.compile(r"std::thread|pthread_\w+|std::async|std::jthread|#\s*include\s*<thread>|#\s*include\s*<future>"), "spawns threads"),
+    (re.compile(r"\bfork\s*\(|\bvfork\s*\(|\bsystem\s*\(|\bpopen\s*\(|\bexecv\w*\s*\(|\bexecl\w*\s*\(|posix_spawn"), "spawns processes"),
+    (re.compile(r"\bfopen\s*\(|std::[io]?fstream|\bopen\s*\(\s*\"|#\s*include\s*<fstream>|\bunlink\s*\(|\bremove\s*\(\s*\""), "touches files"),
+    (re.compile(r"\bsocket\s*\(|\bconnect\s*\(|#\s*include\s*<sys/socket\.h>|\bsyscall\s*\(|\bptrace\b|\bmmap\s*\(|/proc/"), "uses sockets, syscalls or /proc"),
+    (re.compile(r"\bdlopen\b|\bdlsym\b|LoadLibrary|\bsetenv\s*\(|\bputenv\s*\("), "loads code or changes the environment"),
+    (re.compile(r"py::module_?::import|pybind11::module_?::import|py::eval|py::exec|PyRun_\w+|PyImport_\w+|PyObject_Call\w*|py::globals|\.attr\s*\("), "calls back into Python"),
+    (re.compile(r"cudaStreamCreate\w*|getStreamFromPool|setCurrentCUDAStream|cudaLaunchHostFunc|cudaStreamAddCallback|cudaGraph\w*|CUDAStreamGuard"), "uses side streams, graphs or host callbacks"),
+    (re.compile(r"RecordFunction|profiler|\bkineto\b|cupti", re.I), "inspects the profiler"),
+    (re.compile(r"accessPolicyWindow|PersistingL2|cudaStreamSetAttribute|cuStreamSetAttribute|cudaCtxResetPersisting|"
+                r"cudaDeviceSetCacheConfig|cudaDeviceSetSharedMemConfig|cuCtxSetCacheConfig|\bnvml\w*", re.I),
+     "changes device-wide cache, L2 persistence or clock settings (they outlive the call and affect the reference "
+     "and the L2 flush)"),
+    (re.compile(r"\bcudaMalloc\w*|\bcuMemAlloc\w*|\bcuMemCreate\b|\bcudaHostAlloc\b|\bcuMemHostAlloc\b"),
+     "allocates device memory outside PyTorch's allocator (use torch::empty, so the harness can account for it)"),
+    (re.compile(r"at::native::|at::cpu::|at::_ops::|at::redispatch::|at::compositeexplicitautograd\w*::|"
+                r"at::compositeimplicitautograd\w*::|c10::Dispatcher|at::meta::|at::cuda::(?!(?:" + _AT_CUDA_OK + r")\b)\w+\s*\("),
+     "calls ATen kernels directly, bypassing the dispatcher (compute ops must be your own)"),
+    (re.compile(r"globalContext\s*\(|set_num_threads|set_num_interop_threads|omp_set_num_threads|omp_set_dynamic|"
+                r"setAllowTF32|setBenchmarkCuDNN|setDeterministic|cudaDeviceSetLimit|cudaSetDevice\b|cudaDeviceReset"),
+     "changes global PyTorch/OpenMP/CUDA state"),
+    (re.compile(r"#\s*pragma\s+omp\s+(?:parallel\s+)?(?:task|single\s+nowait|master)\b|\bnowait\b|\.detach\s*\(\s*\)"),
+     "leaves work running after returning (omp task/nowait/detached threads)"),
+    (re.compile(r"\bsleep\s*\(|usleep\s*\(|nanosleep|std::chrono|clock_gettime|gettimeofday|\brdtsc\b"), "reads or manipulates time"),
+]
+# Methods of plain Python values (lists, dicts, strings) that a forward path may call on a receiver the analysis cannot
+# type; `index` and `count` are also list methods, so they are not read as tensor compute.
+PYTHON_METHODS = {
+    "append", "extend", "insert", "pop", "remove", "clear", "copy", "count", "index", "get", "items", "keys", "values",
+    "update", "setdefault", "format", "join", "split", "strip", "replace", "startswith", "endswith", "lower", "upper",
+}
+# `operator` functions that are the `@` operator under another name.
+OPERATOR_MATMUL = {"operator.matmul", "operator.imatmul", "operator.__matmul__"}
+# Tensor compute methods, for when torch cannot be imported to ask `torch.Tensor` itself.
+TENSOR_COMPUTE_FALLBACK = {
+    "abs", "add", "addmm", "amax", "amin", "argmax", "argmin", "bmm", "clamp", "clamp_min", "clamp_max", "clip",
+    "conv2d", "cos", "cumsum", "div", "exp", "gelu", "index_select", "log", "log_softmax", "matmul", "max", "mean",
+    "min", "mm", "mul", "neg", "norm", "pow", "prod", "relu", "rsqrt", "sigmoid", "sin", "softmax", "sort", "sqrt",
+    "std", "sub", "sum", "tanh", "topk", "var", "where", "tolist", "numpy",
+}
