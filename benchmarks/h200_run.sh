@@ -9,17 +9,18 @@
 #   STEPS="smoke throughput" LIMIT=48 WORKERS=14 T_THR=230, STEPS=fidelity FID_LIMIT=5 FID_EVERY=6 T_FID=180,
 #   STEPS=probe, STEPS=tests T_PRE=100 T_TEST=200 (and a fresh-process warm phase:
 #   STEPS=throughput THR_PHASES=warm THR_TAG=-w16 LIMIT=48 WORKERS=16 T_THR=80)
+#   STEPS=anchor ANC_LIMIT=4 ANC_WORKERS=14 T_ANC=570   (KernelBench's own harness beside musacoder, full task sizes)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
 # (carry both). Logs and JSON go to $OUT; the last lines printed are short tables. Preparing them here, once:
 #   echo /.kb/ >> .git/info/exclude; echo /.whl/ >> .git/info/exclude
-#   mkdir -p .kb && cp -r ../shared/kernelbench/level1 ../shared/kernelbench/level2 .kb/
+#   mkdir -p .kb && cp -r ../shared/kernelbench/level1 ../shared/kernelbench/level2 ../shared/kernelbench/src .kb/
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests throughput baseline"}  # also: smoke workerstart buildlat bench rl fidelity probe multigpu
+STEPS=${STEPS:-"tests throughput baseline"}  # also: smoke workerstart buildlat bench rl fidelity probe multigpu anchor
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
@@ -111,4 +112,10 @@ if has multigpu; then  # issue 6, on a machine with 2+ GPUs only (unverified unt
   timeout ${T_MULTI:-540} python3 benchmarks/multi_gpu.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
     --workers ${WORKERS:-16} --limit ${LIMIT:-32} --json "$OUT/multi_gpu.json" > "$OUT/multi_gpu.log" 2>&1
   tail -6 "$OUT/multi_gpu.log"
+fi
+if has anchor; then  # KernelBench's eval_kernel_against_ref (one process per candidate) then musacoder, full sizes
+  timeout ${T_ANC:-570} python3 benchmarks/anchor.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
+    --limit ${ANC_LIMIT:-4} --only "${ANC_ONLY:-*}" --workers ${ANC_WORKERS:-14} --phases ${ANC_PHASES:-cold,warm} \
+    --timeout ${ANC_TIMEOUT:-240} --json "$OUT/anchor.json" > "$OUT/anchor.log" 2>&1
+  tail -10 "$OUT/anchor.log"
 fi
