@@ -34,6 +34,15 @@ if has smoke; then  # one legitimate CUDA candidate end to end; stop here if the
   python3 -c "import json,sys; v=json.load(open('$OUT/smoke.json')); print('smoke', v['status'], v.get('speedup'), v.get('stage_s'), v.get('error'), v.get('violations')); sys.exit(v['status']!='ok')" \
     || { tail -20 "$OUT/smoke.log"; exit 1; }
 fi
+if has golden; then  # the golden candidates at the task files' own sizes (not shrunk); verdicts appended as they come to
+  # /tmp/golden.cold.jsonl, which a later call on the same warm machine resumes (GOLD_ONLY: comma-separated id globs)
+  timeout ${T_GOLD:-540} python3 benchmarks/throughput.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
+    --max-input-mb 1e9 --workers ${GOLD_WORKERS:-8} --phases cold --cache /tmp/mc-gold --only "${GOLD_ONLY:-*}" \
+    --log /tmp/golden --json "$OUT/golden.json" >> /tmp/golden.log 2>&1
+  cp /tmp/golden.cold.jsonl /tmp/golden.log "$OUT/" 2>/dev/null
+  grep -E "^  level" /tmp/golden.log | awk '{print $1, $2}' | sort | uniq | awk '{print $2}' | sort | uniq -c
+  grep -E "^  level" /tmp/golden.log | grep -v " ok " | cut -c1-230 | tail -25
+fi
 if has workerstart; then  # GPU worker starts, fork server vs python -m, with each worker's account of its start
   timeout ${T_WS:-90} python3 benchmarks/worker_start.py --gpu cuda:0 --starts ${WS_STARTS:-6} --verdicts 0 \
     --json "$OUT/worker_start.json" > "$OUT/worker_start.log" 2>&1

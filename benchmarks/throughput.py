@@ -134,19 +134,31 @@ class GpuMemorySampler:
         self._thread.join(timeout=15)
 
 
-def run_batch(items, workers: int, cache: Path):
+def run_batch(items, workers: int, cache: Path, log: Path | None = None):
+    """Verify `items`; each verdict is appended to `log` (JSONL) as it comes, and ids already there are skipped (a
+    cut run resumes), their verdicts read back."""
     from musacoder.config import VerifyConfig
     from musacoder.judge.batch import VerifyJob, verify_many
     from musacoder.tasks import load_task
 
     cfg = VerifyConfig(cache_dir=cache, repeats=20, max_repeats=100, time_budget_s=3.0)
-    jobs = [VerifyJob(i, load_task(t, o), c.read_text(), "cuda") for i, t, c, o in items]
-    t0 = time.monotonic()
+    from musacoder.records import Verdict
+
     out = {}
+    if log is not None and log.exists():
+        for line in log.read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                out[rec.pop("id")] = Verdict.model_validate(rec)
+    jobs = [VerifyJob(i, load_task(t, o), c.read_text(), "cuda") for i, t, c, o in items if i not in out]
+    t0 = time.monotonic()
     done_at = []  # seconds from the start at which each verdict came back
     for job, v in verify_many(jobs, workers=workers, config=cfg):
         out[job.id] = v
         done_at.append(time.monotonic() - t0)
+        if log is not None:
+            with log.open("a") as f:
+                f.write(json.dumps({"id": job.id, **v.model_dump(mode="json", exclude={"feedback"})}) + "\n")
         stages = " ".join(f"{k}={x:.1f}" for k, x in v.stage_s.items())
         why = ""
         if v.status != "ok" and (v.violations or v.error):
@@ -170,6 +182,9 @@ def main() -> None:
     ap.add_argument("--candidates", type=Path, default=Path("benchmarks/candidates/cuda"))
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--only", default="", help="comma-separated globs over ids (level1/19_*); default all")
+    ap.add_argument("--log", type=Path, default=None, help="append each verdict to this JSONL as it comes; ids already "
+                    "in it are skipped (resume a cut run; one log per phase: PATH.cold.jsonl, PATH.warm.jsonl)")
     ap.add_argument("--max-input-mb", type=float, default=256)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--cache", type=Path, default=None, help="build cache (default: a fresh temporary folder = cold); "
@@ -180,6 +195,10 @@ def main() -> None:
                     "that make kernelbench_style_baseline.py run the same (first --limit) candidates at the same sizes, and exit")
     a = ap.parse_args()
     items = runnable_pairs(a.kernelbench_dir, a.candidates, a.max_input_mb, limit=a.limit)
+    if a.only:
+        import fnmatch
+
+        items = [x for x in items if any(fnmatch.fnmatch(x[0], g) for g in a.only.split(","))]
     if a.print_overrides:
         print(" ".join([f"--only '{','.join(i + '*' for i, _, _, _ in items)}'"] +
                        [f"--set '{i}*:{k}={v}'" for i, _, _, o in items for k, v in o.items()]))
@@ -203,7 +222,8 @@ def main() -> None:
         print(f"== {phase} cache: {len(items)} candidates, {a.workers} workers")
         DEVICE_SLOTS.peak.clear()
         with GpuMemorySampler() as mem:
-            verdicts, secs, done_at = run_batch(items, a.workers, cache)
+            log = a.log.with_suffix(f".{phase}.jsonl") if a.log else None
+            verdicts, secs, done_at = run_batch(items, a.workers, cache, log)
         builds = sorted(v.build_s or 0 for v in verdicts.values())
         statuses: dict = {}
         for v in verdicts.values():
@@ -212,7 +232,7 @@ def main() -> None:
         for v in verdicts.values():
             for k, x in v.stage_s.items():
                 stages[k] = stages.get(k, 0.0) + x / len(verdicts)
-        res[phase] = {"seconds": secs, "verdicts_per_min": 60 * len(verdicts) / secs,
+        res[phase] = {"seconds": secs, "verdicts_per_min": 60 * len(done_at) / secs if secs > 0 else None,
                       "steady_verdicts_per_min": steady_rate(done_at, a.workers), "statuses": statuses,
                       "build_median_s": statistics.median(builds), "build_p90_s": builds[max(0, math.ceil(0.9 * len(builds)) - 1)],
                       "cached_builds": sum(bool(v.build_cached) for v in verdicts.values()),
@@ -221,11 +241,15 @@ def main() -> None:
                       # GPU really held, and each candidate worker's own peak against the estimate it was admitted on
                       "slots_peak": {d: {"pinned": n, "reserved_gb": round(b / 2**30, 1)} for d, (n, b) in DEVICE_SLOTS.peak.items()},
                       "gpu_used_peak_gb": round(mem.peak_mib / 1024, 1),
-                      "worker_peak_over_estimate_max": max([v.device_mem_gb / estimate_gb[k] for k, v in verdicts.items()
-                                                            if v.device_mem_gb] or [0.0]),
-                      "verdicts": {k: v.model_dump(mode="json", include={"status", "speedup", "build_s", "build_cached", "wall_s", "error", "violations", "stage_s", "device_mem_gb"}) | {"estimate_gb": round(estimate_gb[k], 2)} for k, v in verdicts.items()}}
+                      # each candidate worker's measured peak over the worker side of its admission estimate
+                      "worker_peak_over_estimate_max": max([v.device_mem_gb / v.memory_estimate_gb["worker"]
+                                                            for v in verdicts.values()
+                                                            if v.device_mem_gb and v.memory_estimate_gb] or [0.0]),
+                      "infra_errors": sum(v.status == "infra_error" for v in verdicts.values()),
+                      "out_of_memory": sum("out of memory" in f"{v.error} {v.flags}" for v in verdicts.values()),
+                      "verdicts": {k: v.model_dump(mode="json", include={"status", "speedup", "build_s", "build_cached", "wall_s", "error", "violations", "stage_s", "device_mem_gb", "trusted_mem_gb", "memory_estimate_gb", "flags"}) | {"estimate_gb": round(estimate_gb[k], 2)} for k, v in verdicts.items()}}
         steady = res[phase]["steady_verdicts_per_min"]
-        print(f"   {phase}: {res[phase]['verdicts_per_min']:.1f} verdicts/min (after the first wave: "
+        print(f"   {phase}: {res[phase]['verdicts_per_min'] or 0:.1f} verdicts/min (after the first wave: "
               f"{f'{steady:.1f}' if steady else '-'}); mean seconds per stage {res[phase]['mean_stage_s']}")
         print(f"   {phase} memory: slots {res[phase]['slots_peak']}, GPU used at peak {res[phase]['gpu_used_peak_gb']} GB, "
               f"worst worker peak / estimate {res[phase]['worker_peak_over_estimate_max']:.2f}")
@@ -235,7 +259,7 @@ def main() -> None:
     print("\n| phase | candidates | cached builds | seconds | verdicts/min | build median s | build p90 s | statuses |")
     print("|---|---|---|---|---|---|---|---|")
     for phase, r in res.items():
-        print(f"| {phase} | {len(items)} | {r['cached_builds']} | {r['seconds']:.1f} | {r['verdicts_per_min']:.1f} | "
+        print(f"| {phase} | {len(items)} | {r['cached_builds']} | {r['seconds']:.1f} | {r['verdicts_per_min'] or 0:.1f} | "
               f"{r['build_median_s']:.1f} | {r['build_p90_s']:.1f} | {r['statuses']} |")
     if a.cache is None:
         shutil.rmtree(cache, ignore_errors=True)
