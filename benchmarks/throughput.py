@@ -198,7 +198,9 @@ def main() -> None:
     if a.only:
         import fnmatch
 
-        items = [x for x in items if any(fnmatch.fnmatch(x[0], g) for g in a.only.split(","))]
+        globs = a.only.split(",")
+        rank = {x[0]: min((k for k, g in enumerate(globs) if fnmatch.fnmatch(x[0], g)), default=None) for x in items}
+        items = sorted((x for x in items if rank[x[0]] is not None), key=lambda x: rank[x[0]])  # in --only's order
     if a.print_overrides:
         print(" ".join([f"--only '{','.join(i + '*' for i, _, _, _ in items)}'"] +
                        [f"--set '{i}*:{k}={v}'" for i, _, _, o in items for k, v in o.items()]))

@@ -128,7 +128,8 @@ class Verdict(BaseModel):
     memory_estimate_gb: dict[str, float] | None = None  # the admission estimate per side ("worker", "trusted"), GiB
     build_s: float | None = None  # seconds spent importing the candidate (its builds, or cache hits)
     build_cached: bool | None = None  # every extension came from the build cache
-    # Seconds per stage: build, correctness, timing, recheck, compile_build and compile_baseline
+    # Seconds per stage: admission_wait (waiting until the verification's memory estimate fits on its GPU), build,
+    # correctness, timing, recheck, compile_build and compile_baseline
     # (torch.compile baseline), the waits for a device slot (`<stage>_wait`), the wait for a ready worker
     # (worker_start) and the worker's own account of its start (`worker.<part>`).
     stage_s: dict[str, float] = Field(default_factory=dict)

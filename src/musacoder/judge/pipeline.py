@@ -21,6 +21,7 @@ import math
 import os
 import random
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +31,10 @@ import torch
 from musacoder.candidates import extract_code
 from musacoder.config import VerifyConfig
 from musacoder.feedback import render_feedback
+from musacoder.judge import ipc
 from musacoder.judge.baseline import BaselineError, compile_baseline_ms, load_request
-from musacoder.judge.compare import (Precision, Yardstick, compare_outputs, float_leaves, rel_error, round_mantissa,
-                                     task_audit)
+from musacoder.judge.compare import (Precision, Yardstick, compare_outputs, float_leaves, max_abs_error, rel_error,
+                                     round_mantissa, task_audit)
 from musacoder.judge.inputs import make_init_inputs, make_inputs, nbytes, seed_for, seeded, to_cpu
 from musacoder.judge.sandbox import Sandbox, WorkerDied, WorkerStartFailed, WorkerTimeout
 from musacoder.judge.slots import DEVICE_SLOTS, GiB, TRUSTED_FIXED, WORKER_FIXED, Footprint, footprint
@@ -115,6 +117,7 @@ class _Run:
         self.alone = False
         self.fp: Footprint | None = None
         self._precision_models: tuple | None = None  # (float64 copy, rounded fp32 copy) of the reference, per attempt
+        self.ipc = False  # large outputs come over CUDA IPC (musacoder.judge.ipc) once the probe read back
 
     def finish(self, status: str) -> Verdict:
         v = self.v
@@ -202,7 +205,9 @@ class _Run:
         need = self.fp.total if self.fp else (WORKER_FIXED + TRUSTED_FIXED if cuda else 0)
         if self.fp:
             v.memory_estimate_gb = {"worker": round(self.fp.worker / GiB, 3), "trusted": round(self.fp.trusted / GiB, 3)}
+        t0 = time.monotonic()
         with DEVICE_SLOTS.assign(device, need, alone=self.alone) as dev:
+            v.stage_s["admission_wait"] = round(v.stage_s.get("admission_wait", 0.0) + time.monotonic() - t0, 4)
             self.device = v.device = dev
             if dev.startswith("cuda") and cuda_available():
                 torch.cuda.reset_peak_memory_stats(torch.device(dev))
@@ -272,6 +277,9 @@ class _Run:
 
     def _in_sandbox(self, sb: Sandbox, module, code: str, backend: str, device: str) -> None:
         v, cfg = self.v, self.cfg
+        self.ipc = False
+        if device.startswith("cuda") and ipc.available():
+            self.ipc = self._probe_ipc(sb, device)
         with self._stage("build"):
             load = sb.request(load_request(code, backend, device, cfg, self.task), cfg.build_timeout_s)
         builds = load.get("builds") or []
@@ -296,6 +304,33 @@ class _Run:
             v.legal = True
             raise _Stop("infra_error")
         self._run_stages(sb, module, device)
+
+    def _probe_ipc(self, sb: Sandbox, device: str) -> bool:
+        """Whether this worker's CUDA IPC exports read back here (asked before any candidate code is imported)."""
+        try:
+            rep = sb.request({"op": "ipc_probe", "device": device}, self.cfg.timeout_s)
+            if rep.get("ok") and ipc.probe_check(rep["probe"], device):
+                return True
+            note = str(rep.get("error", "the pattern read back wrong"))[-200:]
+        except ipc.IpcError as e:
+            note = str(e)
+        self.v.flags.append(f"outputs travel through the pipe: CUDA IPC probe failed ({note})")
+        return False
+
+    def _received(self, sb: Sandbox, outputs):
+        """The outputs of the last reply, with CUDA IPC exports replaced by copies in this process. An export that
+        cannot be read is asked for again through the pipe (and IPC is off for the rest of the verification)."""
+        if not self.ipc:
+            return outputs
+        try:
+            return ipc.import_outputs(outputs, self.device)
+        except ipc.IpcError as e:
+            self.ipc = False
+            self.v.flags.append(f"an output export could not be read ({str(e)[:160]}); outputs resent through the pipe")
+            again = sb.request({"op": "resend"}, self.cfg.timeout_s)
+            if not again.get("ok"):
+                self._fault(again, "correctness")
+            return again["outputs"]
 
     @contextlib.contextmanager
     def _stage(self, name: str, slot: str | None = None):
@@ -348,10 +383,11 @@ class _Run:
         for i, perturb in enumerate(plan):
             seed = seed_for(self.master, 1 + label, i)
             perturb, ref_out, precision = self._reference_case(module, ref_model, seed, perturb, device)
-            reply = sb.request({"op": "trial", "seed": seed, "perturb": perturb, "profile": True},
+            reply = sb.request({"op": "trial", "seed": seed, "perturb": perturb, "profile": True, "ipc": self.ipc},
                                max(1.0, deadline - time.monotonic()))
             if not reply["ok"]:
                 self._fault(reply, "correctness")
+            reply["outputs"] = self._received(sb, reply["outputs"])
             if i == 0 and label == 0:  # the task's own footprint sets the memory budget
                 self._task_bytes = weight_bytes + nbytes(ref_out) + self._input_bytes(module, seed, ref_out)
                 got.illegal += self._memory_violations(init.get("device_mem_peak"))
@@ -431,7 +467,8 @@ class _Run:
             if r64 is None or rl is None or r64.shape != r32.shape or rl.shape != r32.shape:
                 continue
             out.leaves[path] = Yardstick(r64 if cmp != "cpu" else r64.cpu(), rel_error(r32, r64, cmp),
-                                         rel_error(rl, r64, cmp))
+                                         rel_error(rl, r64, cmp), max_abs_error(r32, r64, cmp),
+                                         max_abs_error(rl, r64, cmp))
         return out
 
     def _compare_device(self) -> str:
@@ -603,10 +640,10 @@ class _Run:
 
     def _recheck(self, sb: Sandbox, module, ref_model, device: str, master_t: int, rep: dict) -> tuple[Timing, Timing]:
         v = self.v
-        taken = sb.request({"op": "take_outputs"}, self.cfg.timeout_s)
+        taken = sb.request({"op": "take_outputs", "ipc": self.ipc}, self.cfg.timeout_s)
         if not taken.get("ok"):
             self._fault(taken, "timing")
-        outputs = taken["outputs"]
+        outputs = self._received(sb, taken["outputs"])
         rounds = sorted(list(rep["audits"].items()) + [(r, c) for r, c in (rep.get("checks") or {}).items()],
                         key=lambda rc: int(rc[0]))
         for r, audit in rounds:
@@ -653,6 +690,33 @@ def _all_finite(obj) -> bool:
     return True
 
 
+_FP32_LOCK = threading.Lock()
+_fp32_users = 0
+_fp32_saved: tuple[bool, bool] | None = None
+
+
+@contextlib.contextmanager
+def exact_fp32():
+    """References in this process are computed in true fp32 while any verification runs: TF32 off for cuBLAS and
+    cuDNN (PyTorch enables it for cuDNN convolutions by default, and a TF32 reference would make an honest fp32
+    kernel look wrong and a TF32 one look right). The previous settings come back when the last one ends. The
+    candidate's worker times the eager reference with PyTorch's defaults, as its users run it."""
+    global _fp32_users, _fp32_saved
+    with _FP32_LOCK:
+        if _fp32_users == 0:
+            _fp32_saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+        _fp32_users += 1
+    try:
+        yield
+    finally:
+        with _FP32_LOCK:
+            _fp32_users -= 1
+            if _fp32_users == 0 and _fp32_saved is not None:
+                torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = _fp32_saved
+
+
 def verify(task: Task | str | Path, candidate: str | Path, backend: str | None = None, overrides: dict | None = None,
            config: VerifyConfig | None = None) -> Verdict:
     """Run MooreEval on one candidate (raw model response or plain code, or a Path to a file holding it).
@@ -665,7 +729,8 @@ def verify(task: Task | str | Path, candidate: str | Path, backend: str | None =
     t0 = time.monotonic()
     run = _Run(t, _candidate_text(candidate), backend, cfg)
     try:
-        verdict = run.run()
+        with exact_fp32():
+            verdict = run.run()
     except (ValueError, FileNotFoundError):
         raise
     except Exception as e:  # noqa: BLE001 - anything unexpected on the trusted side is an infrastructure error

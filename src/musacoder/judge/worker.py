@@ -47,6 +47,7 @@ class Worker:
         self.static_kernels: list[str] = []
         self._warmed: str | None = None
         self.start_s: dict[str, float] = {}  # seconds of each part of this worker's start (reported with `ready`)
+        self._exports: list = []  # tensors exported over CUDA IPC, kept alive until the next request
 
     # -- helpers -----------------------------------------------------------------------------------------------
     def _poison_allocator(self, inputs) -> None:
@@ -282,7 +283,7 @@ class Worker:
         return out, report
 
     def op_trial(self, msg):
-        from musacoder.judge.inputs import make_inputs, to_cpu
+        from musacoder.judge.inputs import make_inputs
 
         inputs = make_inputs(self.task_module, msg["seed"], perturb=msg["perturb"], device=self.device)
         self._poison_allocator(inputs)
@@ -292,7 +293,37 @@ class Worker:
         except CandidateError as e:
             return _candidate_error(e.error, "forward")
         del inputs
-        return {"ok": True, "outputs": to_cpu(out) if out is not None else None, "report": report}
+        return {"ok": True, "outputs": self._outputs_reply(out, msg.get("ipc")), "report": report}
+
+    def _outputs_reply(self, out, ipc: bool):
+        """Outputs as sent to the trusted side: large CUDA tensors as CUDA IPC exports when `ipc` (kept alive until
+        the next request, see `musacoder.judge.ipc`), everything else copied to the CPU for the pipe."""
+        from musacoder.judge import ipc as cuda_ipc
+        from musacoder.judge.inputs import to_cpu
+
+        self._last_outputs = out
+        if out is None:
+            return None
+        if ipc:
+            out = cuda_ipc.export_outputs(out, self._exports)
+        return to_cpu(out)
+
+    def op_resend(self, msg):
+        """The last outputs again, through the pipe (the trusted side could not read their CUDA IPC exports)."""
+        from musacoder.judge.inputs import to_cpu
+
+        last = getattr(self, "_last_outputs", None)
+        if isinstance(last, dict):  # take_outputs' rounds
+            return {"ok": True, "outputs": {r: to_cpu(o) for r, o in last.items()}}
+        return {"ok": True, "outputs": to_cpu(last)}
+
+    def op_ipc_probe(self, msg):
+        """Export a known pattern on the verification's GPU (before any candidate code is imported)."""
+        from musacoder.judge import ipc as cuda_ipc
+
+        self.device = msg["device"]
+        self.torch.cuda.set_device(self.torch.device(self.device))
+        return {"ok": True, "probe": cuda_ipc.probe_spec(self.device, self._exports)}
 
     def op_time(self, msg):
         """Interleaved timing of candidate and reference over rotating input sets, with secret audit rounds.
@@ -392,6 +423,12 @@ class Worker:
         from musacoder.judge.inputs import to_cpu
 
         held, self._held = getattr(self, "_held", {}), {}
+        if msg.get("ipc"):
+            from musacoder.judge import ipc as cuda_ipc
+
+            self._last_outputs = held
+            return {"ok": True, "outputs": {r: to_cpu(cuda_ipc.export_outputs(o, self._exports)) if o is not None
+                                            else None for r, o in held.items()}}
         return {"ok": True, "outputs": {r: to_cpu(o) if o is not None else None for r, o in held.items()}}
 
     def op_compile_reference(self, msg):
@@ -465,17 +502,22 @@ def _clone(out):
 
 
 def _mutation(pristine: list, after: list) -> str | None:
+    """Whether any input differs from a fresh copy after the call (bit for bit; NaN equals NaN), compared in chunks
+    so the check needs little memory beside a large input."""
     import torch
 
     for i, (b, a) in enumerate(zip(pristine, after)):
         if isinstance(b, torch.Tensor):
             if not isinstance(a, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
                 return f"input {i} changed shape or dtype during forward"
-            same = a == b
-            if b.is_floating_point():
-                same |= torch.isnan(a) & torch.isnan(b)
-            if not bool(same.all()):
-                return f"input {i} was modified in place by forward (inputs must be left unchanged)"
+            fb, fa = b.reshape(-1), a.reshape(-1)
+            for s in range(0, fb.numel(), 1 << 26):
+                cb, ca = fb[s:s + (1 << 26)], fa[s:s + (1 << 26)]
+                same = ca == cb
+                if b.is_floating_point():
+                    same |= torch.isnan(ca) & torch.isnan(cb)
+                if not bool(same.all()):
+                    return f"input {i} was modified in place by forward (inputs must be left unchanged)"
     return None
 
 
@@ -538,6 +580,7 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
         except protocol.ChannelClosed:
             return
         op = msg["op"]
+        worker._exports.clear()  # the trusted side copied the last exports before sending this request
         if op == "exit":
             protocol.send(fd_out, {"ok": True})
             return
