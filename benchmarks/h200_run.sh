@@ -5,7 +5,7 @@
 #   warm, bench and fidelity reuse the first call's build cache)
 #   STEPS="smoke workerstart throughput" T_SMOKE=60 WS_STARTS=6 LIMIT=48 WORKERS=14 T_THR=300, then
 #   STEPS="fidelity buildlat tests" FID_LIMIT=5 FID_EVERY=6 T_FID=200 BL_MODES=fast BL_LIMIT=6 T_BL=120 T_PRE=60 T_TEST=160
-#   (what issue 3 owed after the fork server, in two calls); docs/benchmarks.md §10 ran
+#   (what issue 3 owed after the fork server, in two calls); the timer's measurements ran
 #   STEPS="smoke throughput" LIMIT=48 WORKERS=14 T_THR=230, STEPS=fidelity FID_LIMIT=5 FID_EVERY=6 T_FID=180,
 #   STEPS=probe, STEPS=tests T_PRE=100 T_TEST=200 (and a fresh-process warm phase:
 #   STEPS=throughput THR_PHASES=warm THR_TAG=-w16 LIMIT=48 WORKERS=16 T_THR=80)

@@ -3,12 +3,12 @@
     python benchmarks/timer_probe.py --rounds 40 --json probe.json [--cpu-load 16]
 
 For one memory-bound kernel (ReLU, ~0.2 ms on an H200) and one compute-bound one (fp32 GEMM, a few ms), each round
-is timed three ways, with the verifier's own timed region (`musacoder.judge.worker._cuda_region`: pre-roll spin, start
+is timed three ways, with the verifier's own timed region (`musacoder.judge.timing.cuda_region`: pre-roll spin, start
 event, call, an event on the calling stream, whole-device synchronise, end event):
   * `device`: start event to the end event recorded after the whole-device synchronise, less the median empty region
-    (what the verifier reported up to docs/benchmarks.md §9);
+    (what the verifier reported before its round-trip rule);
   * `stream`: start event to the event on the calling stream (no host round trip in it; what it reports now, plus
-    any device time beyond the round trip, see `_RoundTrip`);
+    any device time beyond the round trip, see `RoundTrip`);
   * `profiler`: the kernel's duration as the profiler reports it, in separate rounds with the same L2 flush.
 The L2 flush before each round is done three ways: writing a 256 MB buffer (`zero`, leaves dirty lines in L2 that
 the kernel must write back), reading it (`read`, clean lines), or not at all (`none`). With --cpu-load N, N busy
@@ -40,7 +40,7 @@ def main() -> None:
 
     import torch
 
-    from musacoder.judge.worker import _cuda_region
+    from musacoder.judge.timing import cuda_region as _cuda_region
     from musacoder.legality.runtime import analyse_events
 
     stop = mp.Event()

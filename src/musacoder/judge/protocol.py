@@ -13,7 +13,7 @@ dtype (a real `torch.dtype`, nothing else) and shape, after checking the sizes a
 forged by the worker can only stand for a tensor the worker could have sent anyway.
 
 Raw tensors skip `torch.save`'s zip archive and its CRC-32 and the extra copies on both sides: a 64 MB output crossed a
-pipe in 0.28 s before, and in about a sixth of that now (docs/benchmarks.md §9).
+pipe in 0.28 s before, and in about a sixth of that now (docs/benchmarks.md, *Protocol transfer*).
 """
 
 from __future__ import annotations
