@@ -1,7 +1,7 @@
 import torch
 
 from musacoder.judge.compare import compare_outputs
-from musacoder.judge.worker import _mutation
+from musacoder.judge.worker import input_mutation
 
 
 def test_exact_and_tolerance():
@@ -40,9 +40,9 @@ def test_half_precision_tolerance():
 
 def test_input_mutation_check():
     x = torch.tensor([1.0, float("nan"), 3.0])
-    assert _mutation([x], [x.clone()]) is None
-    assert "modified in place" in _mutation([x], [x + 1])
-    assert "shape or dtype" in _mutation([x], [x.double()])
+    assert input_mutation([x], [x.clone()]) is None
+    assert "modified in place" in input_mutation([x], [x + 1])
+    assert "shape or dtype" in input_mutation([x], [x.double()])
 
 
 def test_task_audit_flags_degenerate_references():

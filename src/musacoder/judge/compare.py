@@ -10,9 +10,8 @@ A candidate output passes a trial when, for every leaf of the reference output s
     element may be off by 16× torch's own worst fp32 error, or by an eighth of what rounding the operands to half
     precision moves it, whichever is larger (0 otherwise). Without it, honest fp32 kernels fail where results cancel
     (zero-mean inputs, prefix sums crossing zero: the error scales with the terms summed, not with the result), as
-    measured at KernelBench's sizes (a sequential fp32 prefix sum of 32768 zero-mean terms is off by 1/37 of the
-    half-precision rounding's worst, and 129× torch's CPU scan); reduced precision is off by the rounding itself and
-    still fails, as does skipped work (off by the order of the result); **and**
+    seen at KernelBench's sizes (docs/benchmarks.md, *Golden set*); reduced precision is off by the rounding itself
+    and still fails, as does skipped work (off by the order of the result); **and**
   * ‖out − ref‖₂ / ‖ref‖₂ ≤ rel_l2_tol[dtype] over finite entries (skipped when ‖ref‖₂ = 0), so that answering zeros
     to a task whose outputs are all below atol fails; **and**
   * the precision rule below, where the trial can tell reduced-precision arithmetic from fp32.
@@ -25,11 +24,11 @@ e(y) = ‖y − ref64‖₂ / ‖ref64‖₂ over finite entries. The trusted si
 The trial has power when e_low ≥ POWER·e_t (`POWER` = 128): there, a candidate passes only if
   e(out) ≤ τ = max(e_low / LOW_DIVISOR, TORCH_MULTIPLE·e_t, FLOOR_ULPS·u)      (LOW_DIVISOR = 4,
 TORCH_MULTIPLE = 16, FLOOR_ULPS = 64, u the dtype's unit roundoff, 2⁻²⁴ for fp32). On zero-mean inputs (the
-"center" and "slice" trials) e_low is 290–1800× e_t for GEMMs and sums, an fp16/TF32 candidate lands at 4τ (its
-error *is* e_low) and a bf16 one at 32τ, while fp32 kernels that sum in another order (tiled GEMMs, one thread per
-output summing 393216 terms sequentially, tree reductions) stay at or below 0.22τ. On positive uniform inputs with
-very long sums (K = 524288) rounding the inputs costs no more than fp32 accumulation (power ≈ 1), so such trials
-do not apply the rule: they cannot tell the two apart. Measured in `tests/core/test_compare.py`.
+"center" and "slice" trials) rounding the operands to 10 bits costs hundreds of times fp32's error, so an fp16/TF32
+candidate (whose error *is* e_low) lands at 4τ and a bf16 one far beyond, while fp32 kernels that sum in another
+order stay well under τ. Trials where rounding costs little more than fp32 accumulation (positive inputs, very long
+sums) do not apply the rule: they cannot tell the two apart. The calibration, with measured ratios, is
+`benchmarks/precision_calibration.py` (docs/benchmarks.md); the tests are in `tests/core/test_precision.py`.
 
 Large outputs are compared in chunks of `CHUNK` elements, so a comparison's temporaries stay under ~1 GiB whatever
 the output's size.

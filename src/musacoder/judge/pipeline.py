@@ -35,9 +35,12 @@ from musacoder.judge import ipc
 from musacoder.judge.baseline import BaselineError, compile_baseline_ms, load_request
 from musacoder.judge.compare import (Precision, Yardstick, compare_outputs, float_leaves, max_abs_error, rel_error,
                                      round_mantissa, task_audit)
+from musacoder.judge.replies import (CallReport, Fault, InitReply, LoadReply, MalformedReply, OutputsReply, ProbeReply,
+                                     TimeReply, TrialReply, parse)
 from musacoder.judge.inputs import make_init_inputs, make_inputs, nbytes, seed_for, seeded, to_cpu
 from musacoder.judge.sandbox import Sandbox, WorkerDied, WorkerStartFailed, WorkerTimeout
-from musacoder.judge.slots import DEVICE_SLOTS, GiB, TRUSTED_FIXED, WORKER_FIXED, Footprint, footprint
+from musacoder.judge.slots import (DEVICE_SLOTS, GiB, TRUSTED_FIXED, WORKER_FIXED, Footprint, footprint, memory_budget,
+                                   memory_violations)
 from musacoder.legality.runtime import VENDOR_KERNEL, python_compute_violations
 from musacoder.legality.static import check_static
 from musacoder.records import BACKENDS, Task, Timing, TrialResult, Verdict
@@ -253,51 +256,58 @@ class _Run:
         return Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb,
                        isolate_network=cfg.isolate_network, use_prestarted=not fresh)
 
-    def _fault(self, reply: dict, stage: str) -> None:
+    def _ask(self, sb: Sandbox, msg: dict, timeout_s: float, record: type, stage: str):
+        """Send a request and return its reply as `record`; a `Fault` goes to `_fault` (which raises), a reply that
+        fits neither is the candidate's doing (`crashed`)."""
+        try:
+            got = parse(sb.request(msg, timeout_s), record)
+        except MalformedReply as e:
+            self.v.stages[stage] = "error"
+            self.v.error = f"the candidate's worker sent a malformed reply to `{msg['op']}` ({e})"
+            raise _Stop("crashed") from None
+        if isinstance(got, Fault):
+            self._fault(got, stage)
+        return got
+
+    def _fault(self, fault: Fault, stage: str) -> None:
         """A reply with `ok` false: the candidate's own error, or the harness's (module docstring). Always raises."""
         v = self.v
         v.stages[stage] = "error"
-        v.error = reply.get("error")
+        v.error = fault.error
         cuda = self.device.startswith("cuda")
-        if reply.get("kind") == "runtime_error":
-            if reply.get("oom") and cuda and not self.alone:
+        if fault.kind == "runtime_error":
+            if fault.oom and cuda and not self.alone:
                 raise _RetryAlone("the candidate ran out of device memory while other verifications shared the device")
             raise _Stop("runtime_error")
-        if reply.get("oom"):
-            held = reply.get("mem_allocated", 0)
-            fp = self.fp
+        if fault.kind == "compile_error":
+            v.stages[stage] = "failed"
+            v.compile_log = fault.log
+            raise _Stop("compile_error")
+        if fault.oom:
+            held, fp = fault.mem_allocated, self.fp
             if fp is not None and held > fp.worker + fp.inputs + fp.outputs + HOARD_SLACK:
                 v.error = (f"the candidate's worker held {held / GiB:.1f} GiB of device memory when the verifier needed "
                            f"more in it (the verifier's own part is ~{fp.worker / GiB:.1f} GiB): forward must not keep "
-                           f"large allocations alive\n{reply.get('error', '')[-1500:]}")
+                           f"large allocations alive\n{fault.error[-1500:]}")
                 raise _Stop("runtime_error")
-            raise _RetryAlone(f"the verifier ran out of device memory in the worker ({reply.get('where')}; "
-                              f"{held / GiB:.1f} GiB held there, {reply.get('mem_free', 0) / GiB:.1f} GiB free)")
+            raise _RetryAlone(f"the verifier ran out of device memory in the worker ({fault.where}; "
+                              f"{held / GiB:.1f} GiB held there, {fault.mem_free / GiB:.1f} GiB free)")
         raise _Stop("infra_error")
 
     def _in_sandbox(self, sb: Sandbox, module, code: str, backend: str, device: str) -> None:
-        v, cfg = self.v, self.cfg
+        v = self.v
         self.ipc = False
         if device.startswith("cuda") and ipc.available():
             self.ipc = self._probe_ipc(sb, device)
         with self._stage("build"):
-            load = sb.request(load_request(code, backend, device, cfg, self.task), cfg.build_timeout_s)
-        builds = load.get("builds") or []
-        v.build_s = load.get("seconds", sum(b.get("seconds", 0.0) for b in builds))
-        v.build_cached = bool(builds) and all(b.get("cached") for b in builds)
-        if not load["ok"]:
-            if load["kind"] == "compile_error":
-                v.stages["build"] = "failed"
-                v.compile_log = load.get("log", "")
-                raise _Stop("compile_error")
-            v.stages["build"] = "failed" if load.get("where") == "import" else "error"
-            v.error = load.get("error")
-            raise _Stop("runtime_error" if load["kind"] == "runtime_error" else "infra_error")
+            load = self._load(sb, code, backend, device, self.task)
+        v.build_s = load.seconds
+        v.build_cached = bool(load.builds) and all(b.get("cached") is True for b in load.builds)
         v.compiled = True
         v.stages["build"] = "ok"
-        if load.get("global_state"):
+        if load.global_state:
             v.stages["runtime_legality"] = "failed"
-            v.violations = [f"importing the candidate changed global state: {c}" for c in load["global_state"]]
+            v.violations = [f"importing the candidate changed global state: {c}" for c in load.global_state]
             raise _Stop("illegal")
         if device.startswith("cuda") and not cuda_available():
             v.error = "compiled; running needs a CUDA GPU and none is visible on this machine"
@@ -305,14 +315,32 @@ class _Run:
             raise _Stop("infra_error")
         self._run_stages(sb, module, device)
 
+    def _load(self, sb: Sandbox, code: str, backend: str, device: str, task: Task) -> LoadReply:
+        """Build and import the candidate in the worker. An error while importing is the candidate's (stage `build`
+        failed); a compile error is `compile_error`."""
+        try:
+            got = parse(sb.request(load_request(code, backend, device, self.cfg, task), self.cfg.build_timeout_s),
+                        LoadReply)
+        except MalformedReply as e:
+            self.v.stages["build"] = "error"
+            self.v.error = f"the candidate's worker sent a malformed reply to `load` ({e})"
+            raise _Stop("crashed") from None
+        if isinstance(got, Fault):
+            self.v.build_s = sum(x for b in got.builds if isinstance(x := b.get("seconds"), (int, float)))
+            if got.kind == "runtime_error" and got.where == "import":
+                self.v.stages["build"], self.v.error = "failed", got.error
+                raise _Stop("runtime_error")
+            self._fault(got, "build")
+        return got
+
     def _probe_ipc(self, sb: Sandbox, device: str) -> bool:
         """Whether this worker's CUDA IPC exports read back here (asked before any candidate code is imported)."""
         try:
-            rep = sb.request({"op": "ipc_probe", "device": device}, self.cfg.timeout_s)
-            if rep.get("ok") and ipc.probe_check(rep["probe"], device):
+            got = parse(sb.request({"op": "ipc_probe", "device": device}, self.cfg.timeout_s), ProbeReply)
+            if isinstance(got, ProbeReply) and ipc.probe_check(got.probe, device):
                 return True
-            note = str(rep.get("error", "the pattern read back wrong"))[-200:]
-        except ipc.IpcError as e:
+            note = got.error[-200:] if isinstance(got, Fault) else "the pattern read back wrong"
+        except (ipc.IpcError, MalformedReply) as e:
             note = str(e)
         self.v.flags.append(f"outputs travel through the pipe: CUDA IPC probe failed ({note})")
         return False
@@ -327,10 +355,7 @@ class _Run:
         except ipc.IpcError as e:
             self.ipc = False
             self.v.flags.append(f"an output export could not be read ({str(e)[:160]}); outputs resent through the pipe")
-            again = sb.request({"op": "resend"}, self.cfg.timeout_s)
-            if not again.get("ok"):
-                self._fault(again, "correctness")
-            return again["outputs"]
+            return self._ask(sb, {"op": "resend"}, self.cfg.timeout_s, OutputsReply, "correctness").outputs
 
     @contextlib.contextmanager
     def _stage(self, name: str, slot: str | None = None):
@@ -373,29 +398,25 @@ class _Run:
         if label == 0:
             self._state, self._init_inputs, self._init_seed = state, init_inputs, init_seed
         self._precision_models = self._make_precision_models(ref_model)
-        init = sb.request({"op": "init", "init_inputs": init_inputs, "state_dict": state, "seed": init_seed,
-                           "device": device}, cfg.timeout_s)
-        if not init["ok"]:
-            self._fault(init, "correctness")
-        got = _Correctness(ref_model, [], notes=init.get("notes", []))
+        init = self._ask(sb, {"op": "init", "init_inputs": init_inputs, "state_dict": state, "seed": init_seed,
+                              "device": device}, cfg.timeout_s, InitReply, "correctness")
+        got = _Correctness(ref_model, [], notes=list(init.notes))
         weight_bytes = nbytes(list(state.values()))
         deadline = time.monotonic() + cfg.timeout_s
         for i, perturb in enumerate(plan):
             seed = seed_for(self.master, 1 + label, i)
             perturb, ref_out, precision = self._reference_case(module, ref_model, seed, perturb, device)
-            reply = sb.request({"op": "trial", "seed": seed, "perturb": perturb, "profile": True, "ipc": self.ipc},
-                               max(1.0, deadline - time.monotonic()))
-            if not reply["ok"]:
-                self._fault(reply, "correctness")
-            reply["outputs"] = self._received(sb, reply["outputs"])
+            reply = self._ask(sb, {"op": "trial", "seed": seed, "perturb": perturb, "profile": True, "ipc": self.ipc},
+                              max(1.0, deadline - time.monotonic()), TrialReply, "correctness")
+            outputs = self._received(sb, reply.outputs)
             if i == 0 and label == 0:  # the task's own footprint sets the memory budget
                 self._task_bytes = weight_bytes + nbytes(ref_out) + self._input_bytes(module, seed, ref_out)
-                got.illegal += self._memory_violations(init.get("device_mem_peak"))
+                got.illegal += self._memory_violations(init.device_mem_peak)
                 v.flags += task_audit(ref_out)
-            rep = reply["report"]
-            got.illegal += self._runtime_violations(rep, i)
-            got.launches += rep.get("launches", 0)
-            got.trials.append(self._judge_trial(i, ref_out, reply["outputs"], rep, precision))
+            got.illegal += self._runtime_violations(reply.report, i)
+            got.launches += reply.report.launches
+            got.trials.append(self._judge_trial(i, ref_out, outputs, reply.report, precision))
+            del outputs
             del ref_out, precision
         return got
 
@@ -475,22 +496,23 @@ class _Run:
         """Outputs are compared on the verification's GPU when it has one (within its slot), else on the CPU."""
         return self.device if self.device.startswith("cuda") and cuda_available() else "cpu"
 
-    def _judge_trial(self, i: int, ref_out, cand_out, rep: dict, precision: Precision | None = None) -> TrialResult:
-        if rep.get("output_type_error"):
-            return TrialResult(trial=i, passed=False, message=rep["output_type_error"])
-        if rep.get("input_mutation"):
-            return TrialResult(trial=i, passed=False, message=rep["input_mutation"])
+    def _judge_trial(self, i: int, ref_out, cand_out, rep: CallReport,
+                     precision: Precision | None = None) -> TrialResult:
+        if rep.output_type_error:
+            return TrialResult(trial=i, passed=False, message=rep.output_type_error)
+        if rep.input_mutation:
+            return TrialResult(trial=i, passed=False, message=rep.input_mutation)
         c = compare_outputs(ref_out, cand_out, self.cfg.rel_l2_tol, device=self._compare_device(), precision=precision)
         return TrialResult(trial=i, passed=c.passed, max_abs_error=c.max_abs_error, rel_l2_error=c.rel_l2_error,
                            precision_error=c.precision_error, precision_bound=c.precision_bound, message=c.message)
 
     # -- runtime legality --------------------------------------------------------------------------------------
-    def _runtime_violations(self, rep: dict, where) -> list[str]:
-        out = [f"illegal PyTorch op {op}" for op in rep.get("illegal_ops", [])]
-        out += self._memory_violations(rep.get("device_mem_peak"))
-        out += python_compute_violations(rep.get("python_op_counts") or {})
-        out += [f"forward changed global state: {c}" for c in rep.get("global_state") or []]
-        kernels = rep.get("device_kernels") or []
+    def _runtime_violations(self, rep: CallReport, where) -> list[str]:
+        out = [f"illegal PyTorch op {op}" for op in rep.illegal_ops]
+        out += self._memory_violations(rep.device_mem_peak)
+        out += python_compute_violations(rep.python_op_counts)
+        out += [f"forward changed global state: {c}" for c in rep.global_state]
+        kernels = rep.device_kernels
         if self.device.startswith("cuda") and self.v.backend in ("cuda", "triton"):
             own = [k for k in kernels if any(name in k for name in self.static.kernel_defs)]
             if not own:
@@ -500,24 +522,14 @@ class _Run:
                 vendor = sorted({k for k in kernels if VENDOR_KERNEL.search(k) and k not in own})
                 if vendor:
                     out.append("vendor library kernels ran (strict policy): " + ", ".join(x[:60] for x in vendor[:3]))
-        if rep.get("py_threads_added", 0) > 0:
+        if rep.py_threads_added > 0:
             out.append("forward left a Python thread running (background computation is not allowed)")
-        if rep.get("native_threads_added", 0) > 0 and where not in (0, "0"):
+        if rep.native_threads_added > 0 and where != 0:
             out.append("forward started new native threads that outlived the call")
         return out
 
-    def _memory_budget(self) -> int:
-        """Bytes of GPU memory the candidate's worker may reserve at peak (see `VerifyConfig.max_device_memory_gb`)."""
-        if self.cfg.max_device_memory_gb is not None:
-            return int(self.cfg.max_device_memory_gb * (1 << 30))
-        return (8 << 30) + 16 * getattr(self, "_task_bytes", 0)
-
     def _memory_violations(self, peak) -> list[str]:
-        if not peak or peak <= self._memory_budget():
-            return []
-        return [f"the candidate's worker reserved {peak / 2**30:.1f} GiB of GPU memory at peak; the limit for this task "
-                f"is {self._memory_budget() / 2**30:.1f} GiB (memory held back starves the reference and inflates the "
-                "speedup)"]
+        return memory_violations(peak, memory_budget(self.cfg.max_device_memory_gb, getattr(self, "_task_bytes", 0)))
 
     def _run_stages(self, sb: Sandbox, module, device: str) -> None:
         v, cfg = self.v, self.cfg
@@ -555,16 +567,16 @@ class _Run:
             task = _as_task(self.task, shape)
             module = load_module(task)
             with self._sandbox(v.backend, device) as sb:
-                load = sb.request(load_request(self.code, v.backend, device, cfg, task), cfg.build_timeout_s)
-                if not load["ok"]:
-                    v.error = f"at extra shape {shape}: " + str(load.get("error") or load.get("log", ""))[-1500:]
-                    raise _Stop("runtime_error" if load["kind"] != "compile_error" else "compile_error")
+                main_ipc, self.ipc = self.ipc, False  # this worker was not probed: its outputs use the pipe
                 try:
+                    self._load(sb, self.code, v.backend, device, task)
                     with self._stage("correctness", "shared"):
                         got = self._correctness(sb, module, device, [None, "center"], 100 * k)
                 except _Stop:
                     v.error = f"at extra shape {shape}: {v.error}"
                     raise
+                finally:
+                    self.ipc = main_ipc
             if got.illegal or got.launches == 0:
                 v.violations = list(dict.fromkeys(got.illegal or ["no kernel of the candidate ran"]))
                 v.legal = False
@@ -615,20 +627,22 @@ class _Run:
 
         input_sets = self.fp.input_sets if self.fp else cfg.input_sets
         with self._stage("timing", "exclusive"):  # nothing else on the device while timing
-            rep = sb.request({"op": "time", "master_seed": master_t, "input_sets": input_sets, "warmup": cfg.warmup,
-                              "repeats": cfg.repeats, "max_repeats": cfg.max_repeats, "budget_s": cfg.time_budget_s,
-                              "target_sem": cfg.target_sem, "audit_rounds": audits, "check_rounds": checks,
-                              "host_hold_bytes": HOST_HOLD_BYTES},
-                             cfg.timeout_s + cfg.time_budget_s * 2)
-        if not rep["ok"]:
-            self._fault(rep, "timing")
-        if self._memory_violations(rep.get("device_mem_peak")):
-            v.violations += self._memory_violations(rep.get("device_mem_peak"))
+            rep = self._ask(sb, {"op": "time", "master_seed": master_t, "input_sets": input_sets,
+                                 "warmup": cfg.warmup, "repeats": cfg.repeats, "max_repeats": cfg.max_repeats,
+                                 "budget_s": cfg.time_budget_s, "target_sem": cfg.target_sem, "audit_rounds": audits,
+                                 "check_rounds": checks, "host_hold_bytes": HOST_HOLD_BYTES},
+                            cfg.timeout_s + cfg.time_budget_s * 2, TimeReply, "timing")
+        if not rep.candidate_ms or not rep.reference_ms:
+            v.stages["timing"] = "error"
+            v.error = "the candidate's worker returned no timed rounds"
+            raise _Stop("crashed")
+        if self._memory_violations(rep.device_mem_peak):
+            v.violations += self._memory_violations(rep.device_mem_peak)
             v.legal = False
             v.stages["timing"] = "failed"
             raise _Stop("illegal")
-        if rep.get("no_launch_rounds"):
-            v.violations.append(f"the candidate's own kernels did not run in {len(rep['no_launch_rounds'])} timed "
+        if rep.no_launch_rounds:
+            v.violations.append(f"the candidate's own kernels did not run in {len(rep.no_launch_rounds)} timed "
                                 "round(s) (cached or fallback results while timing)")
             v.legal = False
             v.stages["timing"] = "failed"
@@ -638,17 +652,19 @@ class _Run:
         with self._stage("recheck", "shared"):
             return self._recheck(sb, module, ref_model, device, master_t, rep)
 
-    def _recheck(self, sb: Sandbox, module, ref_model, device: str, master_t: int, rep: dict) -> tuple[Timing, Timing]:
+    def _recheck(self, sb: Sandbox, module, ref_model, device: str, master_t: int,
+                 rep: TimeReply) -> tuple[Timing, Timing]:
         v = self.v
-        taken = sb.request({"op": "take_outputs", "ipc": self.ipc}, self.cfg.timeout_s)
-        if not taken.get("ok"):
-            self._fault(taken, "timing")
-        outputs = self._received(sb, taken["outputs"])
-        rounds = sorted(list(rep["audits"].items()) + [(r, c) for r, c in (rep.get("checks") or {}).items()],
-                        key=lambda rc: int(rc[0]))
+        taken = self._ask(sb, {"op": "take_outputs", "ipc": self.ipc}, self.cfg.timeout_s, OutputsReply, "timing")
+        outputs = self._received(sb, taken.outputs)
+        if not isinstance(outputs, dict):
+            v.stages["timing"] = "error"
+            v.error = "the candidate's worker returned the kept outputs in a malformed reply"
+            raise _Stop("crashed")
+        rounds = sorted(list(rep.audits.items()) + list(rep.checks.items()), key=lambda rc: rc[0])
         for r, audit in rounds:
             _, ref_out, precision = self._reference_case(module, ref_model, seed_for(master_t, r), None, device)
-            t = self._judge_trial(int(r), ref_out, outputs.pop(r, None), audit["report"], precision)
+            t = self._judge_trial(r, ref_out, outputs.pop(r, None), audit.report, precision)
             del ref_out, precision
             if not t.passed:
                 t.message = f"re-check after timing (round {r}): {t.message}"
@@ -659,23 +675,23 @@ class _Run:
                 v.stages["timing"] = "failed"
                 v.violations.append("outputs produced while timing were wrong (stale or cached results)")
                 raise _Stop("incorrect")
-            if r not in rep["audits"]:
+            if r not in rep.audits:
                 continue  # a checked timed round: output only
-            bad = self._runtime_violations(audit["report"], r)
-            if audit["report"].get("launches", 0) == 0:
+            bad = self._runtime_violations(audit.report, r)
+            if audit.report.launches == 0:
                 bad.append("none of the candidate's own kernels ran in a timed round (fallback while timing)")
             if bad:
                 v.violations = list(dict.fromkeys(v.violations + bad))
                 v.legal = False
                 v.stages["timing"] = "failed"
                 raise _Stop("illegal")
-        dev = [a["report"].get("device_time_ms") for a in rep["audits"].values() if a["report"].get("device_time_ms")]
+        dev = [a.report.device_time_ms for a in rep.audits.values() if a.report.device_time_ms]
         if dev:
             v.candidate_device_ms = statistics.median(dev)
-        v.timer_overhead_ms = rep.get("timer_overhead_ms")
-        if rep.get("device_mem_peak"):
-            v.device_mem_gb = round(rep["device_mem_peak"] / 2**30, 3)
-        return _timing(rep["candidate_ms"]), _timing(rep["reference_ms"])
+        v.timer_overhead_ms = rep.timer_overhead_ms
+        if rep.device_mem_peak:
+            v.device_mem_gb = round(rep.device_mem_peak / 2**30, 3)
+        return _timing(rep.candidate_ms), _timing(rep.reference_ms)
 
 
 def _is_f32(x) -> bool:

@@ -196,6 +196,23 @@ class Footprint:
                 f"{self.outputs / GiB:.2f} GiB, weights {self.weights / GiB:.2f} GiB per call)")
 
 
+def memory_budget(limit_gb: float | None, task_bytes: int) -> int:
+    """Bytes of GPU memory a candidate's worker may reserve at peak: `limit_gb` when set, else 8 GiB + 16 × the task's
+    weights, inputs and outputs (`VerifyConfig.max_device_memory_gb`). More is rejected as illegal: memory held back
+    starves the reference timed in the same process and inflates the speedup."""
+    if limit_gb is not None:
+        return int(limit_gb * GiB)
+    return 8 * GiB + 16 * task_bytes
+
+
+def memory_violations(peak: int | None, budget: int) -> list[str]:
+    """The violation a worker's peak reserved memory makes against `budget` (none on the CPU, where it is 0)."""
+    if not peak or peak <= budget:
+        return []
+    return [f"the candidate's worker reserved {peak / GiB:.1f} GiB of GPU memory at peak; the limit for this task is "
+            f"{budget / GiB:.1f} GiB (memory held back starves the reference and inflates the speedup)"]
+
+
 def meta_bytes(module) -> tuple[int, int, int]:
     """Bytes of the task's (inputs, outputs, weights) for one call, from its shapes on the meta device (no memory is
     allocated). Raises whatever the task raises there (ops without meta kernels, data-dependent shapes)."""

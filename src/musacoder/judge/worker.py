@@ -278,7 +278,7 @@ class Worker:
             out = None
         if seed is not None:  # inputs must be bit-identical to a fresh copy after the call
             pristine = make_inputs(self.task_module, seed, perturb=perturb, device=self.device)
-            report["input_mutation"] = _mutation(pristine, args)
+            report["input_mutation"] = input_mutation(pristine, args)
             del pristine
         return out, report
 
@@ -501,7 +501,7 @@ def _clone(out):
     return out
 
 
-def _mutation(pristine: list, after: list) -> str | None:
+def input_mutation(pristine: list, after: list) -> str | None:
     """Whether any input differs from a fresh copy after the call (bit for bit; NaN equals NaN), compared in chunks
     so the check needs little memory beside a large input."""
     import torch

@@ -1,0 +1,43 @@
+"""Worker replies are typed records checked on arrival: a reply candidate code tampered with is refused as malformed
+(the verdict is then `crashed`, the candidate's doing), never read with defaults or left to crash the trusted side."""
+
+import pytest
+import torch
+
+from musacoder.judge.replies import (CallReport, Fault, LoadReply, MalformedReply, TimeReply, TrialReply, parse)
+
+
+def test_a_well_formed_reply_becomes_its_record_and_unknown_fields_are_ignored():
+    out = torch.ones(3)
+    got = parse({"ok": True, "outputs": out, "report": {"launches": 2, "illegal_ops": ["aten::mm"]}, "extra": 1},
+                TrialReply)
+    assert isinstance(got, TrialReply) and got.outputs is out  # tensors pass through untouched
+    assert got.report == CallReport(launches=2, illegal_ops=["aten::mm"])
+    assert parse({"ok": True}, LoadReply) == LoadReply()
+
+
+def test_a_fault_says_whose_it_is():
+    f = parse({"ok": False, "kind": "infra_error", "error": "x", "where": "trial", "oom": True,
+               "mem_allocated": 5, "mem_free": 7}, TrialReply)
+    assert isinstance(f, Fault) and f.kind == "infra_error" and f.oom and f.mem_allocated == 5
+
+
+@pytest.mark.parametrize("raw", [
+    None, [], {"ok": "yes"}, {"outputs": 1},                                  # no boolean ok
+    {"ok": True},                                                             # a trial reply without its report
+    {"ok": True, "report": {"launches": "many"}},                             # wrong type inside the report
+    {"ok": True, "report": {"illegal_ops": "aten::mm"}},                      # a string where a list belongs
+    {"ok": False, "kind": "not_my_fault"},                                    # a fault kind that does not exist
+])
+def test_a_malformed_trial_reply_is_refused(raw):
+    with pytest.raises(MalformedReply):
+        parse(raw, TrialReply)
+
+
+def test_a_time_reply_needs_its_timings_and_typed_rounds():
+    ok = parse({"ok": True, "candidate_ms": [0.1], "reference_ms": [0.2], "audits": {3: {"report": {}}}}, TimeReply)
+    assert ok.audits[3].report.launches == 0
+    with pytest.raises(MalformedReply):
+        parse({"ok": True, "candidate_ms": "fast", "reference_ms": [0.2], "audits": {}}, TimeReply)
+    with pytest.raises(MalformedReply):
+        parse({"ok": True, "candidate_ms": [0.1], "reference_ms": [0.2], "audits": {"r": {}}}, TimeReply)
