@@ -112,15 +112,19 @@ def _chunks(t: torch.Tensor):
         yield flat[s:s + CHUNK]
 
 
-def rel_error(y: torch.Tensor, ref64: torch.Tensor, device: str | torch.device = "cpu") -> float:
-    """‖y − ref64‖₂ / ‖ref64‖₂ over the entries where ref64 is finite (0 when ref64 is zero and y matches it)."""
-    num = den = 0.0
+def _finite_pairs(y: torch.Tensor, ref64: torch.Tensor, device):
+    """Chunks of (y, ref64) in float64 on `device`, restricted to the entries where ref64 is finite."""
     for yc, rc in zip(_chunks(y), _chunks(ref64)):
         yc = yc.to(device=device, dtype=torch.float64)
         rc = rc.to(device=device, dtype=torch.float64)
         fin = torch.isfinite(rc)
-        if not bool(fin.all()):
-            yc, rc = yc[fin], rc[fin]
+        yield (yc, rc) if bool(fin.all()) else (yc[fin], rc[fin])
+
+
+def rel_error(y: torch.Tensor, ref64: torch.Tensor, device: str | torch.device = "cpu") -> float:
+    """‖y − ref64‖₂ / ‖ref64‖₂ over the entries where ref64 is finite (0 when ref64 is zero and y matches it)."""
+    num = den = 0.0
+    for yc, rc in _finite_pairs(y, ref64, device):
         num += float(torch.linalg.vector_norm(yc - rc)) ** 2
         den += float(torch.linalg.vector_norm(rc)) ** 2
     if den == 0:
@@ -130,16 +134,8 @@ def rel_error(y: torch.Tensor, ref64: torch.Tensor, device: str | torch.device =
 
 def max_abs_error(y: torch.Tensor, ref64: torch.Tensor, device: str | torch.device = "cpu") -> float:
     """max |y − ref64| over the entries where ref64 is finite (0 for none)."""
-    worst = 0.0
-    for yc, rc in zip(_chunks(y), _chunks(ref64)):
-        yc = yc.to(device=device, dtype=torch.float64)
-        rc = rc.to(device=device, dtype=torch.float64)
-        fin = torch.isfinite(rc)
-        if not bool(fin.all()):
-            yc, rc = yc[fin], rc[fin]
-        if rc.numel():
-            worst = max(worst, float((yc - rc).abs().max()))
-    return worst
+    return max((float((yc - rc).abs().max()) for yc, rc in _finite_pairs(y, ref64, device) if rc.numel()),
+               default=0.0)
 
 
 def _leaves(obj, path="output"):
