@@ -62,5 +62,7 @@ class VerifyConfig(BaseModel):
         None, gt=0, description="Peak GPU memory the candidate's worker may reserve (its model, the reference copy, "
         "inputs and outputs included); None = 8 GiB + 16 × the task's weights, inputs and outputs. More is rejected as "
         "illegal: memory held back starves the reference (e.g. of cuBLAS/cuDNN workspace) and inflates the speedup.")
+    require_sandbox: bool = Field(False, description="Refuse to run a candidate (infra_error) unless its worker entered "
+                                  "every layer of musacoder.judge.isolation.STRICT_LAYERS; see `musacoder doctor`.")
     isolate_network: bool = Field(True, description="Run the candidate worker in its own network namespace (`unshare --net`) where permitted.")
     keep_workdir: bool = Field(False, description="Keep the candidate's throw-away working directory (debugging).")

@@ -125,6 +125,9 @@ class Verdict(BaseModel):
     # peak GPU memory the trusted process reserved while the verification ran, GiB (process-wide: it is this
     # verification's own only when it ran alone, e.g. `verify-batch --workers 1`)
     trusted_mem_gb: float | None = None
+    # isolation layers the candidate's worker ran in (musacoder.judge.isolation: net, ipc, pid, mount-ro, tmpfs, dev,
+    # caps, seccomp, rlimits, pids-cgroup); empty when no worker started
+    sandbox: list[str] = Field(default_factory=list)
     memory_estimate_gb: dict[str, float] | None = None  # the admission estimate per side ("worker", "trusted"), GiB
     build_s: float | None = None  # seconds spent importing the candidate (its builds, or cache hits)
     build_cached: bool | None = None  # every extension came from the build cache

@@ -71,6 +71,13 @@ def register(app: typer.Typer) -> None:
         Console().print(table)
         typer.echo(f"{len(tasks)} task(s)")
 
+    @app.command("doctor")
+    def doctor_cmd():
+        """What this host allows the sandbox, and which isolation layers candidate workers will run in."""
+        from musacoder.judge import isolation
+
+        typer.echo(isolation.doctor())
+
     @app.command("verify")
     def verify_cmd(
         task: Path = typer.Option(..., "--task", help="Problem file in KernelBench format."),
@@ -85,6 +92,7 @@ def register(app: typer.Typer) -> None:
         timeout: float = typer.Option(180.0, "--timeout", help="Run time limit in seconds."),
         extra_shapes: list[str] = typer.Option([], "--extra-shape",
                                                help="Also check at these sizes, e.g. 'batch_size=3,dim=77' (repeatable)."),
+        require_sandbox: bool = typer.Option(False, "--require-sandbox", help=REQUIRE_SANDBOX_HELP),
     ):
         """Verify one candidate against one task; exit 0 whenever a verdict was reached."""
         from musacoder.config import VerifyConfig
@@ -98,9 +106,10 @@ def register(app: typer.Typer) -> None:
             _fail("--baseline must be eager or compile")
         if not candidate.is_file():
             _fail(f"candidate file not found: {candidate}")
+        _check_sandbox(require_sandbox)
         try:
             cfg = VerifyConfig(trials=trials, time_candidate=not no_timing, baseline=baseline,
-                               allow_vendor_libs=allow_vendor_libs, timeout_s=timeout,
+                               allow_vendor_libs=allow_vendor_libs, timeout_s=timeout, require_sandbox=require_sandbox,
                                extra_shapes=[_parse_sets(x.split(",")) for x in extra_shapes])
             v = verify(task, candidate.read_text(), backend=backend, overrides=_parse_sets(sets), config=cfg)
         except TaskError as e:
@@ -121,6 +130,7 @@ def register(app: typer.Typer) -> None:
         workers: int = typer.Option(max(1, (os.cpu_count() or 2) // 2), "--workers", help="Verifications in flight."),
         trials: int = typer.Option(5, "--trials"),
         no_timing: bool = typer.Option(False, "--no-timing"),
+        require_sandbox: bool = typer.Option(False, "--require-sandbox", help=REQUIRE_SANDBOX_HELP),
     ):
         """Verify a manifest of candidates with a pool of sandboxed workers."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -130,6 +140,7 @@ def register(app: typer.Typer) -> None:
 
         if not manifest.is_file():
             _fail(f"manifest not found: {manifest}")
+        _check_sandbox(require_sandbox)
         try:
             total = len(read_manifest(manifest))
         except ManifestError as e:
@@ -144,7 +155,7 @@ def register(app: typer.Typer) -> None:
                 counts[v.status] = counts.get(v.status, 0) + 1
                 prog.update(bar, advance=1, description=" ".join(f"{k}:{n}" for k, n in sorted(counts.items())))
 
-            cfg = VerifyConfig(trials=trials, time_candidate=not no_timing)
+            cfg = VerifyConfig(trials=trials, time_candidate=not no_timing, require_sandbox=require_sandbox)
             n = verify_batch(manifest, out, workers=workers, config=cfg, on_result=on_result)
         typer.echo(f"{n} new result(s), {already} already in {out}")
 
@@ -162,3 +173,18 @@ def _print_verdict(v) -> None:
 
 def _reward_text(reward: float | None) -> str:
     return "none (verifier fault)" if reward is None else f"{reward:+.3f}"
+
+
+REQUIRE_SANDBOX_HELP = "Refuse to verify unless every isolation layer is active here (see `musacoder doctor`)."
+
+
+def _check_sandbox(required: bool) -> None:
+    """With --require-sandbox, exit 2 before anything runs where this host does not permit every isolation layer."""
+    if not required:
+        return
+    from musacoder.judge import isolation
+
+    lacking = isolation.missing(isolation.layers())
+    if lacking:
+        typer.echo(isolation.doctor(), err=True)
+        _fail(f"--require-sandbox: this host does not permit {', '.join(lacking)}")

@@ -7,6 +7,8 @@ isolation), with the same scrubbed environment and in the same network namespace
 torch and the worker's modules, and never asks the GPU driver anything, never starts a thread pool and never sees
 candidate code. For each worker it forks a child, which then:
 
+- is PID 1 of a PID namespace of its own where the host permits (the server makes a fresh one right before each
+  fork; see `musacoder.judge.isolation`), so killing it kills everything it left behind;
 - starts a session of its own (its own process group, killed whole afterwards, as before);
 - keeps only its two protocol pipes and its log (every other inherited descriptor is closed, the server's control
   socket first);
@@ -138,6 +140,9 @@ def serve(fd: int) -> None:
         _send(sock, {"ready": False, "error": f"{type(e).__name__}: {e}"})
         return
     _send(sock, {"ready": True, "pid": os.getpid()})
+    from musacoder.judge import isolation
+
+    pid_namespaces = "pid" in os.environ.get("MUSACODER_SANDBOX", "").split(",")
     while True:
         while True:  # reap children and report their exit (as Popen.returncode: -N for signal N)
             try:
@@ -159,6 +164,12 @@ def serve(fd: int) -> None:
         req = json.loads(data)
         sys.stdout.flush()
         sys.stderr.flush()
+        if pid_namespaces:
+            try:
+                isolation.new_pid_namespace_for_next_child()
+            except OSError as e:
+                print(f"musacoder fork server: no PID namespaces for workers: {e}", file=sys.stderr)
+                pid_namespaces = False
         try:
             pid = os.fork()
         except OSError as e:

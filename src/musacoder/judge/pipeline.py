@@ -31,7 +31,7 @@ import torch
 from musacoder.candidates import extract_code
 from musacoder.config import VerifyConfig
 from musacoder.feedback import render_feedback
-from musacoder.judge import ipc
+from musacoder.judge import ipc, isolation
 from musacoder.judge.baseline import BaselineError, compile_baseline_ms, load_request
 from musacoder.judge.compare import (Precision, Yardstick, compare_outputs, float_leaves, max_abs_error, rel_error,
                                      round_mantissa, task_audit)
@@ -218,6 +218,10 @@ class _Run:
                 with self._sandbox(backend, dev, fresh=fresh) as sb:
                     # the wait for a ready worker, and (for diagnosis) what the worker says its start cost, part by part
                     v.stage_s["worker_start"] = round(sb.ready_wait_s, 4)
+                    v.sandbox = list(sb.layers)
+                    if cfg.require_sandbox and (lacking := isolation.missing(sb.layers)):
+                        v.error = f"the sandbox lacks {', '.join(lacking)} on this host; see `musacoder doctor`"
+                        raise _Stop("infra_error")
                     v.stage_s.update({f"worker.{k}": round(x, 4) for k, x in sb.start_report.items() if math.isfinite(x)})
                     try:
                         self._in_sandbox(sb, module, code, backend, dev)

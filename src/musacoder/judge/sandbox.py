@@ -2,17 +2,18 @@
 
 Each attempt gets a fresh worker (forked by a fork server that has imported torch, or started with `python -m`): its
 own process group (killed whole afterwards), a throw-away working directory that is also its HOME and TMPDIR, an
-environment scrubbed of everything but toolchain variables (no API keys), no core dumps, a file-size limit, a network
-namespace of its own where `unshare` permits (no network at all, not even loopback), and a wall-clock deadline on every
-request. A crash, a hang or a poisoned CUDA context ends
-only this worker; the caller turns it into a clean status.
+environment scrubbed of everything but toolchain variables (no API keys), no core dumps, a file-size limit, and a
+wall-clock deadline on every request. Where the host permits, it also runs in the isolation layers of
+`musacoder.judge.isolation`: network, IPC and PID namespaces of its own, a read-only file system but for its folder
+and the build cache, private /tmp and /dev, no capabilities, a seccomp filter and resource limits; `Sandbox.layers`
+lists those its worker entered. A crash, a hang or a poisoned CUDA context ends only this worker; the caller turns it
+into a clean status.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import os
 import select
 import shutil
@@ -23,26 +24,17 @@ import threading
 import time
 from pathlib import Path
 
-from musacoder.judge import forkserver, protocol
+from musacoder.judge import forkserver, isolation, protocol
 from musacoder.judge.forkserver import ForkServerError, file_tail, kill_group
 
 ENV_KEEP_PREFIXES = ("CUDA", "NVIDIA", "TORCH", "TRITON", "LD_LIBRARY_PATH", "PATH", "CC", "CXX", "MAX_JOBS", "OMP_",
                      "MKL_", "OPENBLAS_", "PYTHONPATH", "LANG", "LC_", "MUSACODER_", "NCCL_NVLS_ENABLE", "HIP", "ROCM")
 
 
-@functools.lru_cache(maxsize=None)
 def isolation_prefix() -> tuple[str, ...]:
-    """Command prefix that starts the worker in a network namespace of its own (`unshare --net`, as root or through
-    an unprivileged user namespace); empty where neither is permitted."""
-    exe = shutil.which("unshare")
-    if exe:
-        for flags in (("--net",), ("--map-root-user", "--net")):
-            try:
-                if subprocess.run([exe, *flags, "true"], capture_output=True, timeout=10).returncode == 0:
-                    return (exe, *flags, "--")
-            except (OSError, subprocess.SubprocessError):
-                pass
-    return ()
+    """Command prefix that starts the fork server (and so its workers) in network and IPC namespaces of its own
+    (`unshare --net --ipc`, as root or through an unprivileged user namespace); empty where neither is permitted."""
+    return isolation.server_prefix()
 
 
 class WorkerTimeout(Exception):
@@ -69,7 +61,7 @@ def _worker_env(workdir: Path, cache_dir: Path, extra: dict[str, str] | None) ->
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_KEEP_PREFIXES)}
     env.update(HOME=str(workdir), TMPDIR=str(workdir), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
                TORCH_EXTENSIONS_DIR=str(Path(cache_dir) / "torch_extensions"),
-               TRITON_CACHE_DIR=str(Path(cache_dir) / "triton"))
+               TRITON_CACHE_DIR=str(Path(cache_dir) / "triton"), **isolation.worker_env(workdir, cache_dir))
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(extra or {})
@@ -81,7 +73,7 @@ class _Started:
     forked by `server`, with torch already imported)."""
 
     def __init__(self, cache_dir: Path, extra_env: dict[str, str], isolate_network: bool, server=None):
-        self.workdir = Path(tempfile.mkdtemp(prefix="musacoder-cand-"))
+        self.workdir = Path(tempfile.mkdtemp(prefix="cand-", dir=isolation.workers_base()))
         self.log_path = self.workdir / "worker.log"
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
@@ -97,7 +89,7 @@ class _Started:
                 except ForkServerError:
                     pass  # started the plain way below
             if self.proc is None:
-                prefix = list(isolation_prefix()) if isolate_network else []
+                prefix = list(isolation.worker_prefix()) if isolate_network else []
                 self.proc = subprocess.Popen(
                     prefix + [sys.executable, "-m", "musacoder.judge.worker", str(p2c_r), str(c2p_w)],
                     cwd=self.workdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -111,6 +103,7 @@ class _Started:
 
     def discard(self) -> None:
         kill_group(self.proc)
+        isolation.release_cgroup(isolation.read_report(self.workdir).get("cgroup"))
         for fd in (self.to_worker, self.from_worker):
             try:
                 os.close(fd)
@@ -244,6 +237,9 @@ class Sandbox:
         self.proc: subprocess.Popen | None = None
         self.ready_wait_s = 0.0  # seconds __enter__ waited for a ready worker
         self.start_report: dict[str, float] = {}  # the worker's own start, part by part (seconds; it says so itself)
+        self.layers: list[str] = []  # the isolation layers the worker entered (`musacoder.judge.isolation`)
+        self._cgroup: str | None = None
+        self._said_ready = False
 
     def __enter__(self) -> "Sandbox":
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -254,7 +250,7 @@ class Sandbox:
             servers = forkserver.FORK_SERVERS
 
             def make_server() -> forkserver.ForkServer:
-                workdir = Path(tempfile.mkdtemp(prefix="musacoder-forkserver-"))
+                workdir = Path(tempfile.mkdtemp(prefix="forkserver-", dir=isolation.workers_base()))
                 prefix = list(isolation_prefix()) if self.isolate_network else []
                 env = _worker_env(workdir, self.cache_dir, forkserver.server_env(self.extra_env))
                 return forkserver.ForkServer(env, workdir, prefix, self.start_timeout_s)
@@ -295,6 +291,14 @@ class Sandbox:
                                     self.log_tail())
         report = hello.get("start_s")
         self.start_report = {str(k): float(x) for k, x in report.items()} if isinstance(report, dict) else {}
+        # written by the worker before it said ready, so before any candidate code existed in it
+        entered = isolation.read_report(self.workdir)
+        self._said_ready = True
+        self._cgroup = entered.get("cgroup")
+        prefix = isolation.server_prefix() if isinstance(self.proc, forkserver.ForkedProcess) else \
+            isolation.worker_prefix()
+        self.layers = (isolation.prefix_layers(prefix) if self.isolate_network else []) + \
+            [str(x) for x in entered.get("layers", [])]
 
     def request(self, msg: dict, timeout_s: float) -> dict:
         """Send one request and wait for its reply, at most `timeout_s` seconds."""
@@ -343,6 +347,11 @@ class Sandbox:
     def close(self) -> None:
         if self.proc is not None:
             kill_group(self.proc)
+            # the worker's PID namespace dies with it, but a thousand forked children take seconds to go: the verdict
+            # waits for them (the cgroup can only be removed once it is empty)
+            if not self._said_ready:  # no candidate code ran in it, so the report is the worker's own
+                self._cgroup = isolation.read_report(self.workdir).get("cgroup")
+            isolation.release_cgroup(self._cgroup)
             self.proc = None
         for fd in (getattr(self, "to_worker", None), getattr(self, "from_worker", None)):
             if fd is not None:

@@ -545,6 +545,9 @@ def _trim_tb(e: BaseException, limit: int = 4000) -> str:
 def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
     """Serve one candidate over the protocol pipes (from argv, or given by the fork server's child)."""
     t0 = time.perf_counter()
+    from musacoder.judge import isolation
+
+    isolation.enter_worker()  # namespaces, read-only files, seccomp, limits: before any candidate code exists
     if fd_in is None or fd_out is None:
         fd_in, fd_out = int(sys.argv[1]), int(sys.argv[2])
     os.dup2(2, 1)  # candidate prints go to the log, never into the protocol

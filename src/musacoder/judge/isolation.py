@@ -1,0 +1,546 @@
+"""Isolation layers of a candidate worker: namespaces, a read-only file system, dropped capabilities, a seccomp filter
+and resource limits.
+
+A worker enters them itself, at the very start of `worker.main` and before any candidate code exists, through
+`enter_worker()`; what it must enter before it exists (a network and an IPC namespace, through the `unshare` prefix of
+its fork server or of its own `python -m` start, and a PID namespace, made by the fork server just before the fork)
+is arranged by the trusted side. Each layer is used where the host permits it and skipped otherwise; the worker writes
+the layers it entered to `REPORT` in its folder before saying `ready`, and the trusted side reads that file then
+(nothing of the candidate has run yet, so the file is the worker's own).
+
+The layers (names as reported in a verdict's `sandbox` field):
+- `net`, `ipc`: namespaces of their own from the `unshare` prefix: no network at all, no shared System V IPC.
+- `pid`: the worker is PID 1 of a PID namespace of its own. It sees only its own descendants in a `/proc` of its own,
+  cannot see or signal the verifier, the fork server or other workers, and when it dies the kernel kills everything
+  left in the namespace (`setsid` daemons included).
+- `mount-ro`: a mount namespace of its own in which every mount is read-only, except the worker's folder and the
+  build cache, bound back writable (builds run in the worker and write there).
+- `tmpfs`: fresh, private tmpfs mounts on `/tmp`, `/var/tmp` and over the folder holding all workers' folders.
+- `dev`: a minimal `/dev` (null, zero, full, random, urandom, tty, fd links, a private `/dev/shm`, and the GPU's device
+  nodes); no disks, no `/dev/mem`, no `/dev/kmsg`.
+- `caps`: every capability dropped (bounding set included) and `no_new_privs` set; the build's compilers inherit none.
+- `seccomp`: a filter (libseccomp, through `pyseccomp`) that answers EPERM to what a kernel never needs; see
+  `DENIED_SYSCALLS`. Without `pid`, it also confines `kill`/`tkill`/`tgkill` to the worker and its process group.
+- `rlimits`: open files, CPU seconds, and processes where the kernel enforces that limit (it does not for uid 0).
+- `pids-cgroup`: a pids cgroup of its own (cgroup v2, or the v1 `pids` hierarchy) capping its tasks, so a fork bomb
+  cannot exhaust the host's process ids; removed by the trusted side after the worker ends.
+
+Environment (set by the trusted side, `musacoder.judge.sandbox`): `MUSACODER_SANDBOX` is the comma-separated list of
+layers to enter (empty or unset: none), `MUSACODER_SANDBOX_WRITABLE` the folders bound back writable,
+`MUSACODER_SANDBOX_HIDE` further folders covered by an empty tmpfs. `MUSACODER_SANDBOX=0` in the verifier's own
+environment turns all of this off.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPORT = ".musacoder-sandbox.json"
+WORKER_LAYERS = ("pid", "mount-ro", "tmpfs", "dev", "caps", "seccomp", "rlimits", "pids-cgroup")
+PREFIX_LAYERS = {"--net": "net", "--ipc": "ipc"}
+
+NOFILE_LIMIT = int(os.environ.get("MUSACODER_NOFILE_LIMIT", "4096"))
+NPROC_LIMIT = int(os.environ.get("MUSACODER_NPROC_LIMIT", "8192"))
+PIDS_LIMIT = int(os.environ.get("MUSACODER_PIDS_LIMIT", "1024"))
+CPU_LIMIT_S = int(os.environ.get("MUSACODER_CPU_LIMIT_S", str(6 * 3600)))  # the wall-clock deadlines come first
+TMPFS_SIZE = os.environ.get("MUSACODER_TMPFS_SIZE", "1g")
+
+# Device nodes a worker may open: the harmless character devices, and the GPU's (by name prefix).
+DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+GPU_DEV_PREFIXES = ("nvidia", "dri", "kfd", "mtgpu", "musa")
+
+# Answered with EPERM. Debugging and reading other processes; mounts and namespaces (the layers above must stay as
+# they are); kernel modules, kexec, reboot, swap, port I/O; BPF, perf, keyrings, userfaultfd and io_uring (large
+# kernel attack surfaces no kernel build or launch uses); file handles (open_by_handle_at reads any file of a mounted
+# file system by handle, past the mount layout).
+DENIED_SYSCALLS = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
+    "mount", "umount2", "pivot_root", "chroot", "mount_setattr", "move_mount", "open_tree", "fsopen", "fsconfig",
+    "fsmount", "fspick", "unshare", "setns",
+    "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon", "swapoff",
+    "iopl", "ioperm", "keyctl", "add_key", "request_key", "open_by_handle_at", "name_to_handle_at", "acct",
+    "quotactl", "syslog", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname",
+    "setdomainname", "vhangup", "uselib", "personality",
+)
+
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
+CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
+NEW_NAMESPACE_FLAGS = (CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
+                       CLONE_NEWNET)
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_MOVE, MS_REC = 1024, 2048, 4096, 8192, 16384
+MS_PRIVATE, MS_RELATIME = 1 << 18, 1 << 21
+_MOUNT_FLAG_BY_OPTION = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
+                         "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
+PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
+_CAPABILITY_VERSION_3 = 0x20080522
+AF_PACKET, SOCK_RAW = 17, 3
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda s: None if s is None else s.encode())
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+           f"mount {source} on {target}")
+
+
+def _unshare(flags: int) -> None:
+    _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def _prctl(option: int, arg: int = 0) -> int:
+    return _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                       ctypes.c_ulong(0))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Before the worker exists: the prefixes and the fork server's PID namespaces
+@functools.lru_cache(maxsize=None)
+def _unshare_prefix(flags: tuple[str, ...]) -> tuple[str, ...]:
+    """`unshare FLAGS --` if it runs here (as root, or as the root of an unprivileged user namespace), else ()."""
+    exe = shutil.which("unshare")
+    if exe:
+        for extra in ((), ("--map-root-user",)):
+            try:
+                if subprocess.run([exe, *extra, *flags, "true"], capture_output=True, timeout=10).returncode == 0:
+                    return (exe, *extra, *flags, "--")
+            except (OSError, subprocess.SubprocessError):
+                pass
+    return ()
+
+
+def server_prefix() -> tuple[str, ...]:
+    """Prefix of the fork server (and so of every worker it forks): network and IPC namespaces of its own, or the
+    network alone, or nothing where neither is permitted."""
+    return _unshare_prefix(("--net", "--ipc")) or _unshare_prefix(("--net",))
+
+
+def worker_prefix() -> tuple[str, ...]:
+    """Prefix of a worker started with `python -m` (no fork server): the server's namespaces plus a PID namespace
+    whose init is the worker (`unshare` stays its parent and is killed with it)."""
+    full = _unshare_prefix(("--net", "--ipc", "--pid", "--fork", "--kill-child"))
+    return full or server_prefix()
+
+
+def prefix_layers(prefix) -> list[str]:
+    return [layer for flag, layer in PREFIX_LAYERS.items() if flag in prefix]
+
+
+_own_pid_ns: int | None = None
+
+
+def new_pid_namespace_for_next_child() -> None:
+    """In the fork server, right before a fork: the next child becomes PID 1 of a PID namespace of its own. The
+    server itself stays where it is; it first returns its children's namespace to its own (a namespace may only be
+    made as a child of the caller's active one), then makes a fresh one."""
+    global _own_pid_ns
+    if _own_pid_ns is None:
+        _own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    _check(_libc.setns(ctypes.c_int(_own_pid_ns), ctypes.c_int(CLONE_NEWPID)), "setns")
+    _unshare(CLONE_NEWPID)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# In the worker
+def enter_worker() -> list[str]:
+    """Enter the layers listed in `MUSACODER_SANDBOX` that this host permits; write `REPORT` (entered layers and the
+    reasons for those skipped) into the working folder; return the layers entered. Call before any candidate code
+    exists and while the process has one thread."""
+    wanted = [w for w in os.environ.get("MUSACODER_SANDBOX", "").split(",") if w in WORKER_LAYERS]
+    if not wanted:
+        return []
+    cwd = os.getcwd()
+    writable = [p for p in os.environ.get("MUSACODER_SANDBOX_WRITABLE", cwd).split(os.pathsep) if p]
+    hide = [p for p in os.environ.get("MUSACODER_SANDBOX_HIDE", "").split(os.pathsep) if p]
+    active: list[str] = []
+    skipped: dict[str, str] = {}
+    cgroup = None
+    own_pid_ns = os.getpid() == 1
+    if "pid" in wanted:
+        (active.append("pid") if own_pid_ns else skipped.setdefault("pid", "not the init of a PID namespace"))
+
+    def attempt(layer: str, fn) -> None:
+        if layer not in wanted:
+            return
+        try:
+            fn()
+            active.append(layer)
+        except Exception as e:  # noqa: BLE001 - a layer the host does not permit is skipped and reported
+            skipped[layer] = f"{type(e).__name__}: {e}"
+
+    def cgroup_layer():
+        nonlocal cgroup
+        cgroup = _join_pids_cgroup(f"musacoder-{Path(cwd).name}")
+
+    attempt("pids-cgroup", cgroup_layer)  # before the mounts turn /sys/fs/cgroup read-only
+    if {"mount-ro", "tmpfs", "dev"} & set(wanted):
+        try:
+            done = _isolate_files(cwd, writable, hide, own_pid_ns, wanted)
+            active += [layer for layer in ("mount-ro", "tmpfs", "dev") if layer in done]
+            skipped.update({layer: why for layer, why in done.items() if isinstance(why, str)})
+        except Exception as e:  # noqa: BLE001
+            for layer in ("mount-ro", "tmpfs", "dev"):
+                if layer in wanted:
+                    skipped[layer] = f"{type(e).__name__}: {e}"
+    attempt("rlimits", _set_rlimits)
+    attempt("caps", _drop_capabilities)
+    attempt("seccomp", lambda: _install_seccomp(confine_signals=not own_pid_ns))
+    report = {"layers": [layer for layer in WORKER_LAYERS if layer in active], "skipped": skipped, "cgroup": cgroup}
+    with open(os.path.join(cwd, REPORT), "w") as f:
+        json.dump(report, f)
+    return report["layers"]
+
+
+def _mountinfo() -> list[tuple[str, int]]:
+    """(mount point, per-mount flags) of every mount, in the order mounted (parents before children)."""
+    out = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        point = fields[4].encode().decode("unicode_escape")  # \040 for a space
+        flags = 0
+        for opt in fields[5].split(","):
+            flags |= _MOUNT_FLAG_BY_OPTION.get(opt, 0)
+        out.append((point, flags))
+    return out
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _isolate_files(cwd: str, writable: list[str], hide: list[str], own_pid_ns: bool, wanted) -> dict:
+    """A mount namespace of the worker's own: a fresh read-only /proc (with its own PID namespace), private tmpfs
+    mounts on /tmp, /var/tmp and `hide`, a minimal /dev, `writable` bound back at their own paths, and every other
+    mount read-only. Returns {layer: True or the reason it was skipped}."""
+    done: dict = {}
+    _unshare(CLONE_NEWNS)
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    host = _mountinfo()
+    keep = {}
+    for p in writable:
+        try:
+            keep[os.path.realpath(p)] = os.open(p, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            pass  # not there (yet): nothing to bind
+    replaced = ["/proc"] if own_pid_ns else []
+    try:
+        if own_pid_ns:  # read-only: /proc/sys and /proc/sysrq-trigger are host-wide for uid 0
+            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
+        if "tmpfs" in wanted or "dev" in wanted:  # the new /dev is staged inside the new /tmp
+            for d in ["/tmp", "/var/tmp", *hide]:
+                if os.path.isdir(d) and not any(_under(d, r) for r in replaced):
+                    _mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={TMPFS_SIZE}")
+                    replaced.append(d)
+            done["tmpfs"] = True
+        if "dev" in wanted:
+            try:
+                _new_dev()
+                replaced.append("/dev")
+                done["dev"] = True
+            except OSError as e:
+                done["dev"] = f"OSError: {e}"
+        for path, fd in keep.items():
+            os.makedirs(path, exist_ok=True)  # under a new tmpfs the path has to be made again
+            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND)
+        if "mount-ro" in wanted:
+            failed = []
+            for point, flags in host:
+                if any(_under(point, r) for r in replaced) or point in keep:
+                    continue
+                try:
+                    _mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY | flags)
+                except OSError as e:
+                    if e.errno != errno.ENOENT:  # a mount over a path that no longer resolves is unreachable
+                        failed.append(f"{point} ({e.strerror})")
+            done["mount-ro"] = f"left writable: {', '.join(failed)}" if failed else True
+    finally:
+        for fd in keep.values():
+            os.close(fd)
+    os.chdir(cwd)  # through the new mounts (the old cwd is the host's folder)
+    return done
+
+
+def _new_dev() -> None:
+    stage = "/tmp/.musacoder-dev"
+    os.mkdir(stage, 0o755)
+    _mount("tmpfs", stage, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m")
+    names = [n for n in DEV_NODES if os.path.exists(f"/dev/{n}")]
+    names += sorted(n for n in os.listdir("/dev") if n.startswith(GPU_DEV_PREFIXES))
+    for name in names:
+        src, dst = f"/dev/{name}", f"{stage}/{name}"
+        if os.path.isdir(src):
+            os.mkdir(dst)
+        else:
+            open(dst, "w").close()
+        _mount(src, dst, None, MS_BIND | MS_REC)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{stage}/{name}")
+    os.mkdir(f"{stage}/shm")
+    _mount("tmpfs", f"{stage}/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={TMPFS_SIZE}")
+    _mount(stage, "/dev", None, MS_MOVE)
+    os.rmdir(stage)
+    _mount(None, "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, "mode=755")
+
+
+def _set_rlimits() -> None:
+    """Open files and CPU seconds always; processes where the kernel counts them (it never limits uid 0)."""
+    def lower(which, value):
+        soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+    lower(resource.RLIMIT_NOFILE, NOFILE_LIMIT)
+    lower(resource.RLIMIT_CPU, CPU_LIMIT_S)
+    if os.getuid() != 0:
+        lower(resource.RLIMIT_NPROC, NPROC_LIMIT)
+
+
+def _drop_capabilities() -> None:
+    """Empty the bounding, ambient, effective, permitted and inheritable sets, and set no_new_privs: uid 0 keeps its
+    file ownership but loses every privilege (mounts, raw I/O, DAC override, module loading), and so do the compilers
+    it starts."""
+    last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    for cap in range(last + 1):
+        if _prctl(PR_CAPBSET_DROP, cap) != 0 and ctypes.get_errno() not in (errno.EINVAL,):
+            _check(-1, f"dropping capability {cap} from the bounding set")
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _check(_libc.capset(header, data), "capset")
+    _check(_prctl(PR_SET_NO_NEW_PRIVS, 1), "no_new_privs")
+
+
+def _complement_cubes(points: set[int], bits: int = 32) -> list[tuple[int, int]]:
+    """(mask, value) pairs whose matches `x & mask == value` together cover every `bits`-bit value except `points`:
+    the siblings of the points' paths in a binary trie (at most len(points)·bits pairs)."""
+    full = (1 << bits) - 1
+    out = []
+
+    def walk(depth: int, prefix: int, inside: set[int]) -> None:
+        mask = (full << (bits - depth)) & full
+        if not inside:
+            out.append((mask, prefix))
+            return
+        if depth == bits:
+            return
+        bit = 1 << (bits - depth - 1)
+        walk(depth + 1, prefix, {p for p in inside if not p & bit})
+        walk(depth + 1, prefix | bit, {p for p in inside if p & bit})
+
+    walk(0, 0, {p & full for p in points})
+    return out
+
+
+def _install_seccomp(confine_signals: bool) -> None:
+    import pyseccomp as sc
+
+    f = sc.SyscallFilter(sc.ALLOW)
+    deny = sc.ERRNO(errno.EPERM)
+    for name in DENIED_SYSCALLS:
+        try:
+            f.add_rule(deny, name)
+        except (OSError, ValueError, RuntimeError):
+            pass  # not a system call on this architecture
+    for flag in NEW_NAMESPACE_FLAGS:  # fork, threads and posix_spawn stay allowed
+        f.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # its flags sit behind a pointer; libc falls back to clone
+    f.add_rule(deny, "socket", sc.Arg(0, sc.EQ, AF_PACKET))
+    f.add_rule(deny, "socket", sc.Arg(1, sc.MASKED_EQ, 0xF, SOCK_RAW))
+    if confine_signals:
+        # Without a PID namespace: signals only to the worker itself (0, its pid) and its process group (-pgid; the
+        # worker leads it). The pid argument is a C int: only its low 32 bits are compared.
+        me = os.getpid()
+        for mask, value in _complement_cubes({0, me, -os.getpgid(0)}):
+            f.add_rule(deny, "kill", sc.Arg(0, sc.MASKED_EQ, mask, value))
+        f.add_rule(deny, "tkill", sc.Arg(0, sc.NE, me))
+        f.add_rule(deny, "tgkill", sc.Arg(0, sc.NE, me))
+    f.load()
+
+
+def _pids_cgroup_parent() -> Path:
+    """The folder under which this process may make a pids cgroup: its own cgroup, in cgroup v2 or in the v1 `pids`
+    hierarchy."""
+    lines = Path("/proc/self/cgroup").read_text().splitlines()
+    root = Path("/sys/fs/cgroup")
+    if (root / "cgroup.controllers").exists():  # pure v2
+        own = next(line.split(":", 2)[2] for line in lines if line.startswith("0::"))
+        parent = root / own.lstrip("/")
+        if "pids" not in (parent / "cgroup.subtree_control").read_text().split():
+            (parent / "cgroup.subtree_control").write_text("+pids")
+        return parent
+    for line in lines:
+        _, controllers, own = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            for mount_point in (root / "pids", root / controllers):
+                if (mount_point / "cgroup.procs").exists():
+                    return mount_point / own.lstrip("/")
+    raise OSError(errno.ENOENT, "no pids cgroup controller mounted")
+
+
+def _join_pids_cgroup(name: str) -> str:
+    parent = _pids_cgroup_parent()
+    group = parent / name
+    group.mkdir()
+    try:
+        (group / "pids.max").write_text(str(PIDS_LIMIT))
+        (group / "cgroup.procs").write_text("0")
+    except OSError:
+        group.rmdir()
+        raise
+    return str(group)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The trusted side: what to ask for, what was entered, cleaning up
+def enabled() -> bool:
+    return os.environ.get("MUSACODER_SANDBOX", "1") not in ("0", "false", "no", "off")
+
+
+def workers_base() -> Path:
+    """The folder that holds every worker's folder (`<system temp>/musacoder-<uid>`); workers see it as empty."""
+    base = Path(tempfile.gettempdir()) / f"musacoder-{os.getuid()}"
+    base.mkdir(mode=0o700, exist_ok=True)
+    return base
+
+
+def worker_env(workdir: Path, cache_dir: Path) -> dict[str, str]:
+    """The variables that tell a worker which layers to enter (those the probe found this host permits)."""
+    if not enabled():
+        return {"MUSACODER_SANDBOX": ""}
+    return {"MUSACODER_SANDBOX": ",".join(probe()["worker_layers"]),
+            "MUSACODER_SANDBOX_WRITABLE": os.pathsep.join([str(workdir), str(cache_dir)]),
+            "MUSACODER_SANDBOX_HIDE": str(workers_base())}
+
+
+def read_report(workdir: Path) -> dict:
+    """The layers a worker entered, as it wrote them before saying `ready` ({} when it wrote none)."""
+    try:
+        report = json.loads((Path(workdir) / REPORT).read_text())
+    except (OSError, ValueError):
+        return {}
+    return report if isinstance(report, dict) else {}
+
+
+def release_cgroup(path: str | None, timeout_s: float = 120.0) -> bool:
+    """Remove a worker's pids cgroup after the worker was killed, waiting (at most `timeout_s`) until the kernel has
+    reaped every task left in it: it refuses to remove a cgroup that is not empty, so a removed cgroup means that
+    nothing of the worker survived. A thousand forked children of a worker that imported torch take about 10 s to
+    die on two cores. Returns whether it is gone."""
+    if not path or not Path(path).name.startswith("musacoder-") or not path.startswith("/sys/fs/cgroup/") \
+            or ".." in Path(path).parts:
+        return False
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
+
+@functools.lru_cache(maxsize=None)
+def probe() -> dict:
+    """What this host permits, found once per process by starting a throw-away process the way a `python -m` worker
+    starts (its prefix) and letting it enter every layer: {"prefix_layers", "worker_layers", "skipped"}."""
+    scratch = Path(tempfile.mkdtemp(prefix="probe-", dir=workers_base()))
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LD_LIBRARY_PATH", "LANG")}
+    env.update(MUSACODER_SANDBOX=",".join(WORKER_LAYERS), MUSACODER_SANDBOX_WRITABLE=str(scratch),
+               MUSACODER_SANDBOX_HIDE=str(workers_base()), HOME=str(scratch), TMPDIR=str(scratch),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    prefix = worker_prefix()
+    code = "from musacoder.judge import isolation; isolation.enter_worker()"
+    err = ""
+    try:
+        run = subprocess.run([*prefix, sys.executable, "-c", code], cwd=scratch, env=env, capture_output=True,
+                             text=True, timeout=60)
+        err = run.stderr[-500:]
+        report = read_report(scratch)
+        release_cgroup(report.get("cgroup"))
+    except (OSError, subprocess.SubprocessError) as e:
+        report, err = {}, str(e)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    skipped = dict(report.get("skipped", {}))
+    if not report:
+        skipped = {layer: f"the probe wrote no report: {err}" for layer in WORKER_LAYERS}
+    for flag, layer in PREFIX_LAYERS.items():
+        if flag not in server_prefix():
+            skipped[layer] = "unshare is missing or not permitted here"
+    return {"prefix_layers": prefix_layers(server_prefix()), "worker_layers": list(report.get("layers", [])),
+            "skipped": skipped}
+
+
+def layers() -> list[str]:
+    """The layers workers on this host will run in (the fork server's path; a verdict's `sandbox` field lists those
+    a given worker actually entered)."""
+    if not enabled():
+        return []
+    p = probe()
+    return p["prefix_layers"] + p["worker_layers"]
+
+
+ALL_LAYERS = tuple(PREFIX_LAYERS.values()) + WORKER_LAYERS
+# What `--require-sandbox` asks for: every layer but the pids cgroup, which hosts with an undelegated cgroup v2 lack
+# (the PID namespace still kills everything left at the end; the cgroup only caps a fork bomb while it runs).
+STRICT_LAYERS = tuple(layer for layer in ALL_LAYERS if layer != "pids-cgroup")
+
+
+def missing(active, required=STRICT_LAYERS) -> list[str]:
+    """The layers of `required` not in `active` (a worker's `Sandbox.layers`, or `layers()` for this host)."""
+    return [layer for layer in required if layer not in active]
+
+
+def doctor() -> str:
+    """A report of what this host permits and which layers workers will use."""
+    p = probe() if enabled() else {"prefix_layers": [], "worker_layers": [], "skipped": {}}
+    active = set(p["prefix_layers"] + p["worker_layers"])
+    try:
+        import pyseccomp  # noqa: F401
+
+        seccomp_lib = "pyseccomp and libseccomp found"
+    except Exception as e:  # noqa: BLE001 - a missing libseccomp raises RuntimeError at import
+        seccomp_lib = f"not usable ({type(e).__name__}: {e})"
+    cgroup = "v2" if Path("/sys/fs/cgroup/cgroup.controllers").exists() else (
+        "v1" if Path("/sys/fs/cgroup/pids").is_dir() else "none found")
+    lines = [
+        "musacoder sandbox doctor",
+        f"  host: Linux {platform.release()} {platform.machine()}, uid {os.getuid()}, "
+        f"unshare {'found' if shutil.which('unshare') else 'missing'}, cgroup {cgroup}, seccomp: {seccomp_lib}",
+    ]
+    if not enabled():
+        lines.append("  MUSACODER_SANDBOX=0: the sandbox is turned off; workers get only their folder, scrubbed "
+                     "environment and process group")
+    for layer in ALL_LAYERS:
+        mark = "yes" if layer in active else "no "
+        why = "" if layer in active else f"  ({p['skipped'].get(layer, 'off')})"
+        lines.append(f"  [{mark}] {layer}{why}")
+    if os.getuid() == 0 and "pids-cgroup" not in active:
+        lines.append("  note: uid 0 is exempt from RLIMIT_NPROC; without a pids cgroup a fork bomb is bounded only by "
+                     "the deadline and the PID namespace's kill")
+    lines.append(f"  layers: {', '.join(layer for layer in ALL_LAYERS if layer in active) or 'none'}")
+    return "\n".join(lines)

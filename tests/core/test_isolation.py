@@ -1,0 +1,222 @@
+"""The worker's isolation layers (musacoder.judge.isolation): what a worker cannot see, write, trace or signal, and
+that nothing it starts outlives it. Fast tests run Python probes in a worker (the `load` request runs any code);
+the slow ones verify native escape candidates (tests/adversarial/escapes/) that get past the static rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from musacoder.judge import isolation
+from musacoder.judge.sandbox import Sandbox
+
+REPO = Path(__file__).resolve().parents[2]
+ESCAPES = REPO / "tests" / "adversarial" / "escapes"
+RELU = REPO / "examples" / "tasks" / "relu.py"
+LAYERS = isolation.layers()
+
+
+def needs(*layers):
+    missing = [layer for layer in layers if layer not in LAYERS]
+    return pytest.mark.skipif(bool(missing), reason=f"this host does not permit {missing}: {isolation.doctor()}")
+
+
+def _run(sb: Sandbox, code: str, cache: Path) -> dict:
+    """Run `code` in the worker (as a candidate without ModelNew) and return what it left in probe.json."""
+    reply = sb.request({"op": "load", "code": code, "backend": "cpu", "device": "cpu", "cache_dir": str(cache),
+                        "task_source": None}, 60)
+    assert reply["kind"] == "runtime_error", reply  # no ModelNew: the probe ran to its end
+    return json.loads((sb.workdir / "probe.json").read_text())
+
+
+def _nested_pid_namespaces() -> dict[str, list[str]]:
+    """The PID namespaces, other than ours, that some process on the host is in, with those processes' command
+    lines."""
+    ours = os.readlink("/proc/self/ns/pid")
+    found: dict[str, list[str]] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ns = os.readlink(f"/proc/{pid}/ns/pid")
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if ns != ours:
+            found.setdefault(ns, []).append(f"{pid}: {cmd[:80]}")
+    return found
+
+
+def test_doctor_names_every_layer_and_layers_are_known():
+    text = isolation.doctor()
+    for layer in isolation.ALL_LAYERS:
+        assert layer in text
+    assert set(LAYERS) <= set(isolation.ALL_LAYERS)
+
+
+def test_complement_cubes_cover_everything_but_the_allowed_targets():
+    """The seccomp rule for kill without a PID namespace: (mask, value) cubes matching every 32-bit pid but 0, the
+    worker and its group, checked on the boundaries and a sample."""
+    me = 4242
+    allowed = {0, me, (-me) & 0xFFFFFFFF}
+    cubes = isolation._complement_cubes({0, me, -me})
+    assert len(cubes) <= 3 * 32
+
+    def denied(x):
+        return any(x & m == v for m, v in cubes)
+
+    for x in [*allowed, 1, me - 1, me + 1, 0xFFFFFFFF, (-1) & 0xFFFFFFFF, (-me - 1) & 0xFFFFFFFF, 1 << 31,
+              *range(0, 1 << 32, 999_983)]:
+        assert denied(x) == (x not in allowed), x
+
+
+@needs("pid")
+def test_worker_cannot_see_or_signal_the_verifier(tmp_path):
+    me = os.getpid()
+    probe = ("import json, os\n"
+             f"v = {me}\n"
+             "try:\n    os.kill(v, 0); signalled = True\nexcept OSError:\n    signalled = False\n"
+             "json.dump({'pid': os.getpid(), 'visible': os.path.exists(f'/proc/{v}'), 'signalled': signalled,\n"
+             "           'procs': sorted(int(p) for p in os.listdir('/proc') if p.isdigit())}, open('probe.json', 'w'))\n")
+    with Sandbox(tmp_path / "cache") as sb:
+        assert "pid" in sb.layers
+        got = _run(sb, probe, tmp_path / "cache")
+    assert got["pid"] == 1 and not got["visible"] and not got["signalled"]
+    assert got["procs"] == [1]  # only itself
+
+
+@needs("mount-ro", "tmpfs")
+def test_worker_writes_only_its_folder_and_the_build_cache(tmp_path):
+    token = uuid.uuid4().hex
+    targets = {"home": str(Path.home() / f"musacoder-{token}"), "repo": str(REPO / f"musacoder-{token}"),
+               "host_tmp": f"/tmp/musacoder-{token}", "own": "own.txt", "cache": str(tmp_path / "cache" / token)}
+    probe = ("import json\n"
+             f"targets = {targets!r}\n"
+             "wrote = {}\n"
+             "for k, p in targets.items():\n"
+             "    try:\n        open(p, 'w').write('x'); wrote[k] = True\n"
+             "    except OSError:\n        wrote[k] = False\n"
+             "json.dump(wrote, open('probe.json', 'w'))\n")
+    with Sandbox(tmp_path / "cache") as sb:
+        assert {"mount-ro", "tmpfs"} <= set(sb.layers)
+        got = _run(sb, probe, tmp_path / "cache")
+        assert (sb.workdir / "own.txt").exists()
+    assert got == {"home": False, "repo": False, "host_tmp": True, "own": True, "cache": True}  # /tmp is private
+    for key in ("home", "repo", "host_tmp"):
+        assert not Path(targets[key]).exists()
+    assert (tmp_path / "cache" / token).exists()
+
+
+@needs("seccomp", "caps")
+def test_worker_cannot_trace_read_memory_mount_or_make_namespaces(tmp_path):
+    probe = ("import ctypes, json, os, subprocess\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\n"
+             "child = subprocess.Popen(['sleep', '30'])\n"
+             "def err(ret):\n    return 0 if ret == 0 else ctypes.get_errno()\n"
+             "buf = ctypes.create_string_buffer(8)\n"
+             "class IOV(ctypes.Structure):\n    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]\n"
+             "local = IOV(ctypes.cast(buf, ctypes.c_void_p), 8)\n"
+             "remote = IOV(0x400000, 8)\n"
+             "got = {'ptrace': err(libc.ptrace(16, child.pid, 0, 0)),\n"
+             "       'vm_readv': -1 if libc.process_vm_readv(child.pid, ctypes.byref(local), 1, ctypes.byref(remote),"
+             " 1, 0) >= 0 else ctypes.get_errno(),\n"
+             "       'mount': err(libc.mount(b'none', b'/mnt', b'tmpfs', 0, None)),\n"
+             "       'unshare': err(libc.unshare(0x10000000)),\n"
+             "       'raw_socket': -1 if libc.socket(2, 3, 1) >= 0 else ctypes.get_errno(),\n"
+             "       'status': open('/proc/self/status').read()}\n"
+             "child.kill(); child.wait()\n"
+             "json.dump(got, open('probe.json', 'w'))\n")
+    with Sandbox(tmp_path / "cache") as sb:
+        got = _run(sb, probe, tmp_path / "cache")
+    for call in ("ptrace", "vm_readv", "mount", "unshare", "raw_socket"):
+        assert got[call] == 1, (call, got[call])  # EPERM
+    assert "CapEff:\t0000000000000000" in got["status"] and "NoNewPrivs:\t1" in got["status"]
+
+
+@needs("pid")
+def test_worker_cannot_signal_a_sibling(tmp_path):
+    with Sandbox(tmp_path / "cache") as victim, Sandbox(tmp_path / "cache") as attacker:
+        probe = ("import json, os\n"
+                 f"try:\n    os.kill({victim.proc.pid}, 9); done = True\nexcept OSError:\n    done = False\n"
+                 "json.dump({'done': done}, open('probe.json', 'w'))\n")
+        assert _run(attacker, probe, tmp_path / "cache") == {"done": False}
+        assert victim.request({"op": "exit"}, 60)["ok"]
+
+
+@needs("pid", "pids-cgroup")
+def test_setsid_daemon_and_fork_bomb_do_not_outlive_the_worker(tmp_path):
+    before = _nested_pid_namespaces()
+    probe = ("import json, os, subprocess\n"
+             "subprocess.Popen(['sh', '-c', 'sleep 300 &'], start_new_session=True)\n"  # a daemon in a new session
+             "subprocess.Popen(['sh', '-c', 'b() { b | b & }; b'], start_new_session=True)\n"  # a fork bomb
+             "json.dump({}, open('probe.json', 'w'))\n")
+    with Sandbox(tmp_path / "cache") as sb:
+        ns = os.readlink(f"/proc/{sb.proc.pid}/ns/pid")
+        _run(sb, probe, tmp_path / "cache")
+        time.sleep(1.0)
+        cgroup = Path(sb._cgroup)
+        assert int((cgroup / "pids.current").read_text()) <= isolation.PIDS_LIMIT
+    time.sleep(0.2)
+    assert ns not in _nested_pid_namespaces()
+    left = _nested_pid_namespaces()
+    assert set(left) <= set(before), left
+    assert not cgroup.exists()  # removed, so it was empty
+
+
+def test_sandbox_off_enters_no_layer(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUSACODER_SANDBOX", "0")
+    monkeypatch.setenv("MUSACODER_FORK_SERVER", "0")
+    with Sandbox(tmp_path / "cache", isolate_network=False) as sb:
+        assert sb.layers == []
+        assert sb.request({"op": "exit"}, 60)["ok"]
+
+
+def test_plain_workers_get_the_same_layers(tmp_path, monkeypatch):
+    """`MUSACODER_FORK_SERVER=0`: the `python -m` worker enters the layers through its prefix and itself."""
+    monkeypatch.setenv("MUSACODER_FORK_SERVER", "0")
+    with Sandbox(tmp_path / "cache") as sb:
+        assert sorted(sb.layers) == sorted(LAYERS)
+        assert sb.request({"op": "exit"}, 60)["ok"]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Native escape candidates (they share one cached build)
+ESCAPE_CASES = ["write_host_tmp", "kill_verifier", "setsid_daemon", "fork_bomb", "huge_file", "fd_exhaustion"]
+HOST_FILES = [Path("/tmp/musacoder_escape_host_tmp.txt"), Path("/tmp/musacoder_escape_daemon.txt")]
+
+
+@pytest.mark.slow
+@needs("pid", "mount-ro", "tmpfs", "seccomp", "pids-cgroup")
+@pytest.mark.parametrize("name", ESCAPE_CASES)
+def test_escape_candidate_is_contained(name, monkeypatch):
+    from musacoder import VerifyConfig, verify
+
+    monkeypatch.setenv("MUSACODER_FSIZE_LIMIT", str(64 << 20))  # the huge file ends at 64 MiB, not at 4 GiB
+    for p in HOST_FILES:
+        p.unlink(missing_ok=True)
+    before = _nested_pid_namespaces()
+    cfg = VerifyConfig(timeout_s=25.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
+    v = verify(RELU, (ESCAPES / f"{name}.py").read_text(), backend="cpu", config=cfg)
+    assert v.status  # some verdict, and this process (the verifier) is still here to read it
+    time.sleep(1.5)  # the daemon writes every second, were it alive and able to
+    assert not any(p.exists() for p in HOST_FILES)
+    left = _nested_pid_namespaces()
+    assert set(left) <= set(before), left  # nothing of the worker survived its verdict
+    os.kill(os.getpid(), 0)
+
+
+@pytest.mark.slow
+def test_pool_verifies_a_normal_candidate_after_the_escapes():
+    from musacoder import VerifyConfig, verify
+
+    v = verify(RELU, (REPO / "examples" / "candidates" / "relu_cpu.py").read_text(), backend="cpu",
+               config=VerifyConfig(timeout_s=60.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1))
+    assert v.status == "ok", v.feedback
+
+
+def test_strict_mode_names_what_is_missing():
+    assert isolation.missing(["net", "pid"], ["net", "pid", "seccomp"]) == ["seccomp"]
+    assert "pids-cgroup" not in isolation.STRICT_LAYERS and set(isolation.STRICT_LAYERS) < set(isolation.ALL_LAYERS)
