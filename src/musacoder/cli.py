@@ -12,7 +12,7 @@ def _register_optional() -> None:
     """Sub-apps owned by other stages register themselves here (each module imports lightly)."""
     import importlib
 
-    for mod in ("musacoder.judge.cli", "musacoder.bench.cli", "musacoder.rl.cli"):
+    for mod in ("musacoder.judge.cli", "musacoder.bench.cli", "musacoder.rl.cli", "musacoder.data.cli"):
         try:
             module = importlib.import_module(mod)
         except ModuleNotFoundError as e:  # a stage not present in this checkout
