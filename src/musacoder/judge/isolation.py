@@ -228,6 +228,17 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def _needed_paths() -> list[str]:
+    """Folders the worker must still read: Python's prefix and import path, and the folders torch and this package
+    were imported from (they can lie under /tmp, e.g. a checkout and its virtual environment made there)."""
+    found = {sys.prefix, sys.exec_prefix, *[p for p in sys.path if p]}
+    for name in ("musacoder", "torch"):
+        f = getattr(sys.modules.get(name), "__file__", None)
+        if f:
+            found.add(os.path.dirname(os.path.dirname(f)))
+    return sorted({os.path.realpath(p) for p in found if os.path.isdir(p)})
+
+
 def _isolate_files(cwd: str, writable: list[str], hide: list[str], own_pid_ns: bool, wanted) -> dict:
     """A mount namespace of the worker's own: a fresh read-only /proc (with its own PID namespace), private tmpfs
     mounts on /tmp, /var/tmp and `hide`, a minimal /dev, `writable` bound back at their own paths, and every other
@@ -243,6 +254,15 @@ def _isolate_files(cwd: str, writable: list[str], hide: list[str], own_pid_ns: b
         except OSError:
             pass  # not there (yet): nothing to bind
     replaced = ["/proc"] if own_pid_ns else []
+    covered = ["/tmp", "/var/tmp", *hide]
+    readable: dict[str, int] = {}  # folders the worker needs that a new tmpfs would cover: bound back read-only
+    for p in _needed_paths():
+        if (any(_under(p, d) for d in covered) and not any(_under(p, k) for k in keep)
+                and not any(_under(p, r) for r in readable)):
+            try:
+                readable[p] = os.open(p, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                pass
     try:
         if own_pid_ns:  # read-only: /proc/sys and /proc/sysrq-trigger are host-wide for uid 0
             _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
@@ -262,6 +282,11 @@ def _isolate_files(cwd: str, writable: list[str], hide: list[str], own_pid_ns: b
         for path, fd in keep.items():
             os.makedirs(path, exist_ok=True)  # under a new tmpfs the path has to be made again
             _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND)
+        for path, fd in readable.items():
+            if any(_under(path, r) for r in replaced):
+                os.makedirs(path, exist_ok=True)
+                _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+                _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
         if "mount-ro" in wanted:
             failed = []
             for point, flags in host:
@@ -274,7 +299,7 @@ def _isolate_files(cwd: str, writable: list[str], hide: list[str], own_pid_ns: b
                         failed.append(f"{point} ({e.strerror})")
             done["mount-ro"] = f"left writable: {', '.join(failed)}" if failed else True
     finally:
-        for fd in keep.values():
+        for fd in [*keep.values(), *readable.values()]:
             os.close(fd)
     os.chdir(cwd)  # through the new mounts (the old cwd is the host's folder)
     return done
