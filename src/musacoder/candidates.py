@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import re
 
+from musacoder import syntax
 from musacoder.records import Candidate
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
@@ -41,7 +42,7 @@ def infer_backend(code: str) -> str | None:
 
 def _is_python_with_modelnew(code: str) -> bool:
     try:
-        tree = ast.parse(code)
+        tree = syntax.parse(code)
     except SyntaxError:
         return False
     return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in ast.walk(tree))
@@ -74,7 +75,7 @@ def extract_code(response: str) -> Candidate:
         )
     code = code.strip("\n") + "\n"
     try:
-        ast.parse(code)
+        syntax.parse(code)
     except SyntaxError as e:
         return Candidate(code=None, extract_error=f"the last Python block does not parse: line {e.lineno}: {e.msg}")
     if not _is_python_with_modelnew(code):

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from musacoder import syntax
 from musacoder.records import Task
 
 _PROBLEM_FILE = re.compile(r"^(\d+)_.*\.py$")
@@ -58,7 +59,7 @@ def _constant(node: ast.AST, known: dict[str, Any]) -> Any:
 def size_constants(source: str) -> dict[str, Any]:
     """Module-level `NAME = <constant>` assignments (ints, floats, bools, strings, and tuples of them), including
     arithmetic on numbers and on earlier constants (`M = 16384 * 4`), evaluated to their values."""
-    tree = ast.parse(source)
+    tree = syntax.parse(source)
     found: dict[str, Any] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -103,7 +104,7 @@ def apply_overrides(source: str, overrides: dict[str, Any], where: str = "task")
             f"{where}: unknown size constant(s) {', '.join(unknown)}; this task defines: "
             f"{', '.join(sorted(known)) or '(none)'}"
         )
-    tree = ast.parse(source)
+    tree = syntax.parse(source)
     for node in tree.body:
         target = None
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -111,13 +112,13 @@ def apply_overrides(source: str, overrides: dict[str, Any], where: str = "task")
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             target = node.target.id
         if target in overrides:
-            node.value = ast.copy_location(ast.parse(repr(overrides[target]), mode="eval").body, node.value)
+            node.value = ast.copy_location(syntax.parse(repr(overrides[target]), mode="eval").body, node.value)
     return ast.unparse(ast.fix_missing_locations(tree))
 
 
 def check_task_source(source: str, where: str) -> None:
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except SyntaxError as e:
         raise TaskError(f"{where}: not valid Python (line {e.lineno}: {e.msg})") from e
     names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}

@@ -19,6 +19,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from musacoder import syntax
 from musacoder.legality import resolve as R
 from musacoder.legality.policy import (
     ALLOWED_DUNDERS, ALLOWED_IMPORTS, BUILTIN_CALLS, FORBIDDEN_ATTRS, FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PREFIXES,
@@ -390,7 +391,7 @@ def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> St
     forward-path calls left to the runtime checks (`deferred`)."""
     rep = StaticReport()
     try:
-        tree = ast.parse(code)
+        tree = syntax.parse(code)
     except SyntaxError as e:
         rep.violations.append(f"syntax error at line {e.lineno}: {e.msg}")
         return rep
