@@ -12,7 +12,8 @@ def _register_optional() -> None:
     """Sub-apps owned by other stages register themselves here (each module imports lightly)."""
     import importlib
 
-    for mod in ("musacoder.judge.cli", "musacoder.bench.cli", "musacoder.rl.cli", "musacoder.data.cli"):
+    for mod in ("musacoder.judge.cli", "musacoder.bench.cli", "musacoder.rl.cli", "musacoder.data.cli",
+                "musacoder.service.cli"):
         try:
             module = importlib.import_module(mod)
         except ModuleNotFoundError as e:  # a stage not present in this checkout

@@ -42,6 +42,8 @@ def bench(
     verify_arg: Annotated[Optional[list[str]], typer.Option(help="VerifyConfig field KEY=VALUE (repeatable), e.g. trials=3.")] = None,
     workers: Annotated[int, typer.Option(min=1, help="Parallel verifications.")] = 1,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bars.")] = False,
+    verifier_url: Annotated[Optional[str], typer.Option("--verifier", help="URL of a `musacoder serve` endpoint to "
+                                                        "verify with (token from $MUSACODER_SERVICE_TOKEN); default: here.")] = None,
 ) -> None:
     """Evaluate a model on KernelBench (or example tasks) through MooreEval; write responses, verdicts and reports."""
     from rich.console import Console
@@ -58,7 +60,12 @@ def bench(
     )
     console = Console()
     try:
-        summary = run_bench(config, out, progress=not no_progress)
+        verifier = None
+        if verifier_url:  # `workers` is then how many jobs the client keeps queued: at least the server's --workers
+            from musacoder.client import RemoteVerifier
+
+            verifier = RemoteVerifier(verifier_url).verify_many
+        summary = run_bench(config, out, progress=not no_progress, verifier=verifier)
     except (SuiteError, ResumeError, ValueError, FileNotFoundError, ImportError) as e:
         console.print(f"[red]bench: {e}", soft_wrap=True)
         raise typer.Exit(2) from e
