@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -162,22 +161,9 @@ class RemoteVerifier:
                 return Verdict(status="infra_error", task=task, error=f"{type(e).__name__}: {e}",
                                feedback=f"The verifier could not run this job: {e}")
 
-        it = iter(jobs)
-        workers = max(1, workers)
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            running = {}
-            for job in it:
-                running[pool.submit(one, job)] = job
-                if len(running) >= workers:
-                    break
-            while running:
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    job = running.pop(fut)
-                    yield job, fut.result()
-                    nxt = next(it, None)
-                    if nxt is not None:
-                        running[pool.submit(one, nxt)] = nxt
+        from musacoder.judge.batch import bounded
+
+        yield from bounded(one, jobs, workers)
 
     # ---- HTTP -------------------------------------------------------------------------------------------------
     def _request(self, method: str, path: str, **kw):

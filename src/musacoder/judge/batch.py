@@ -45,11 +45,19 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
 
     from musacoder.judge.sandbox import prestarted_workers
 
+    with prestarted_workers(max(1, workers)):
+        yield from bounded(one, jobs, workers)
+
+
+def bounded(fn: Callable, jobs: Iterable, workers: int) -> Iterator[tuple]:
+    """(job, fn(job)) for every job, in completion order, with at most `workers` calls in flight (threads); jobs are
+    drawn from the iterable only as slots free up."""
     it = iter(jobs)
-    with prestarted_workers(max(1, workers)), ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    workers = max(1, workers)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         running = {}
         for job in it:
-            running[pool.submit(one, job)] = job
+            running[pool.submit(fn, job)] = job
             if len(running) >= workers:
                 break
         while running:
@@ -59,7 +67,7 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
                 yield job, fut.result()
                 nxt = next(it, None)
                 if nxt is not None:
-                    running[pool.submit(one, nxt)] = nxt
+                    running[pool.submit(fn, nxt)] = nxt
 
 
 class ManifestError(ValueError):
