@@ -28,16 +28,20 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 python3 -c "import torch;print('torch', torch.__version__, 'cap', torch.cuda.get_device_capability())" | tee -a "$OUT/gpu.txt"
 has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
 
+if ! ldconfig -p | grep -q libseccomp.so.2 && ls .deb/libseccomp2_*.deb >/dev/null 2>&1; then  # the seccomp layer's library
+  dpkg -x .deb/libseccomp2_*.deb / && ldconfig; fi
 if has smoke; then  # one legitimate CUDA candidate end to end; stop here if the GPU path is broken
+  python3 -m musacoder.cli doctor > "$OUT/doctor.txt" 2>&1; cat "$OUT/doctor.txt"
   timeout ${T_SMOKE:-150} python3 -m musacoder.cli verify --task examples/tasks/relu.py \
     --candidate examples/candidates/relu_cuda.py --backend cuda --json > "$OUT/smoke.json" 2> "$OUT/smoke.log"
-  python3 -c "import json,sys; v=json.load(open('$OUT/smoke.json')); print('smoke', v['status'], v.get('speedup'), v.get('stage_s'), v.get('error'), v.get('violations')); sys.exit(v['status']!='ok')" \
+  python3 -c "import json,sys; v=json.load(open('$OUT/smoke.json')); print('smoke', v['status'], v.get('speedup'), v.get('stage_s'), v.get('error'), v.get('violations'), v.get('flags'), v.get('sandbox')); sys.exit(v['status']!='ok')" \
     || { tail -20 "$OUT/smoke.log"; exit 1; }
 fi
 if has golden; then  # the golden candidates at the task files' own sizes (not shrunk); verdicts appended as they come to
   # /tmp/golden.cold.jsonl, which a later call on the same warm machine resumes (GOLD_ONLY: comma-separated id globs)
+  [ -f .kb/golden.cold.jsonl ] && cp .kb/golden.cold.jsonl /tmp/  # verdicts of an earlier call, carried back: skipped
   timeout ${T_GOLD:-540} python3 benchmarks/throughput.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
-    --max-input-mb 1e9 --workers ${GOLD_WORKERS:-8} --phases cold --cache /tmp/mc-gold --only "${GOLD_ONLY:-*}" \
+    --max-input-mb 1e9 --workers ${GOLD_WORKERS:-8} --phases cold --cache /tmp/mc-gold --only "${GOLD_ONLY:-$(paste -sd, ${GOLD_ORDER:-/dev/null} 2>/dev/null)}" \
     --log /tmp/golden --json "$OUT/golden.json" >> /tmp/golden.log 2>&1
   cp /tmp/golden.cold.jsonl /tmp/golden.log "$OUT/" 2>/dev/null
   grep -E "^  level" /tmp/golden.log | awk '{print $1, $2}' | sort | uniq | awk '{print $2}' | sort | uniq -c
