@@ -222,3 +222,12 @@ def test_pool_verifies_a_normal_candidate_after_the_escapes():
 def test_strict_mode_names_what_is_missing():
     assert isolation.missing(["net", "pid"], ["net", "pid", "seccomp"]) == ["seccomp"]
     assert "pids-cgroup" not in isolation.STRICT_LAYERS and set(isolation.STRICT_LAYERS) < set(isolation.ALL_LAYERS)
+
+
+def test_probe_keeps_the_hosts_import_path(tmp_path, monkeypatch):
+    """Packages installed with `pip --target /tmp/site` lie behind the worker's private /tmp: the probe must see them
+    as a worker does, or every layer reads as missing on such a host."""
+    monkeypatch.setenv("PYTHONPATH", "/tmp/site:/opt/other")
+    path = isolation.probe_env(tmp_path)["PYTHONPATH"].split(os.pathsep)
+    assert path[1:] == ["/tmp/site", "/opt/other"]
+    assert (Path(path[0]) / "musacoder" / "judge" / "isolation.py").is_file()

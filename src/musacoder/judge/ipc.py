@@ -82,10 +82,11 @@ def probe_spec(device: str, keep: list) -> dict:
 
 # -- trusted side ---------------------------------------------------------------------------------------------
 class _Pointer:
-    """A device byte range seen through `__cuda_array_interface__` (read-only), for `torch.as_tensor`."""
+    """A device byte range seen through `__cuda_array_interface__`, for `torch.as_tensor` (which accepts no
+    read-only flag; the view is only ever cloned)."""
 
     def __init__(self, ptr: int, nbytes: int):
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, True), "strides": None,
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "strides": None,
                                          "version": 3}
 
 
@@ -123,11 +124,16 @@ def open_copy(spec: dict, device: str) -> torch.Tensor:
             if int(start) != int(base) or offset + nbytes > int(size):
                 raise IpcError(f"output export names bytes [{offset}, {offset + nbytes}) outside its allocation of "
                                f"{int(size)} bytes")
-            raw = torch.as_tensor(_Pointer(int(base) + offset, nbytes), device=dev) if nbytes else \
-                torch.empty(0, dtype=torch.uint8, device=dev)
-            out = raw.clone()
-            torch.cuda.synchronize(dev)
-            del raw
+            try:
+                raw = torch.as_tensor(_Pointer(int(base) + offset, nbytes), device=dev) if nbytes else \
+                    torch.empty(0, dtype=torch.uint8, device=dev)
+                out = raw.clone()
+                torch.cuda.synchronize(dev)
+                del raw
+            except torch.OutOfMemoryError:
+                raise
+            except (RuntimeError, TypeError, ValueError) as e:
+                raise IpcError(f"reading the export failed ({type(e).__name__}: {e})") from None
         finally:
             runtime.cudaIpcCloseMemHandle(base)
     return out.view(dtype).reshape(shape) if nbytes else torch.empty(shape, dtype=dtype, device=dev)

@@ -488,15 +488,23 @@ def release_cgroup(path: str | None, timeout_s: float = 120.0) -> bool:
             time.sleep(0.05)
 
 
+def probe_env(scratch: Path) -> dict[str, str]:
+    """The probe's environment: a worker's sandbox settings, and this package's folder ahead of the host's own import
+    path (packages installed with `pip --target` under /tmp must be found behind the private /tmp, as in a worker)."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LD_LIBRARY_PATH", "LANG")}
+    src = str(Path(__file__).resolve().parents[2])
+    env.update(MUSACODER_SANDBOX=",".join(WORKER_LAYERS), MUSACODER_SANDBOX_WRITABLE=str(scratch),
+               MUSACODER_SANDBOX_HIDE=str(workers_base()), HOME=str(scratch), TMPDIR=str(scratch),
+               PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
+    return env
+
+
 @functools.lru_cache(maxsize=None)
 def probe() -> dict:
     """What this host permits, found once per process by starting a throw-away process the way a `python -m` worker
     starts (its prefix) and letting it enter every layer: {"prefix_layers", "worker_layers", "skipped"}."""
     scratch = Path(tempfile.mkdtemp(prefix="probe-", dir=workers_base()))
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LD_LIBRARY_PATH", "LANG")}
-    env.update(MUSACODER_SANDBOX=",".join(WORKER_LAYERS), MUSACODER_SANDBOX_WRITABLE=str(scratch),
-               MUSACODER_SANDBOX_HIDE=str(workers_base()), HOME=str(scratch), TMPDIR=str(scratch),
-               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env = probe_env(scratch)
     prefix = worker_prefix()
     code = "from musacoder.judge import isolation; isolation.enter_worker()"
     err = ""
