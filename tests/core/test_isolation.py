@@ -231,3 +231,40 @@ def test_probe_keeps_the_hosts_import_path(tmp_path, monkeypatch):
     path = isolation.probe_env(tmp_path)["PYTHONPATH"].split(os.pathsep)
     assert path[1:] == ["/tmp/site", "/opt/other"]
     assert (Path(path[0]) / "musacoder" / "judge" / "isolation.py").is_file()
+
+
+def test_layers_the_gpu_does_not_survive_are_left_out_and_reported(monkeypatch):
+    """On a host whose GPU driver fails inside some layer (gVisor's GPU proxy and a fresh /dev or /proc, say), the
+    probe keeps every other layer and says which it left out and why, instead of leaving every worker without a GPU
+    (each verification an infra_error) or the whole sandbox off."""
+    breaks = {"dev"}
+    calls = []
+
+    def fake_probe_once(layers, gpu):
+        calls.append(tuple(layers))
+        result = ("cuInit returned CUDA error 304" if breaks & set(layers) else "ok") if gpu else None
+        return {"layers": list(layers), "skipped": {}}, result, ""
+
+    monkeypatch.setattr(isolation, "_probe_once", fake_probe_once)
+    monkeypatch.setattr(isolation, "_host_has_nvidia_gpu", lambda: True)
+    isolation.probe.cache_clear()
+    try:
+        p = isolation.probe()
+        assert p["worker_layers"] == [x for x in isolation.WORKER_LAYERS if x != "dev"]
+        assert "GPU does not work inside it" in p["skipped"]["dev"] and "304" in p["skipped"]["dev"]
+        assert p["gpu"] == "ok"
+        # a host where the GPU fails even outside the layers: nothing is left out on its account
+        monkeypatch.setattr(isolation, "_probe_once", lambda layers, gpu: (
+            {"layers": list(layers), "skipped": {}}, "cuInit returned CUDA error 100" if gpu else None, ""))
+        isolation.probe.cache_clear()
+        p = isolation.probe()
+        assert p["worker_layers"] == list(isolation.WORKER_LAYERS) and "even outside" in p["gpu"]
+    finally:
+        isolation.probe.cache_clear()
+
+
+def test_gpu_selfcheck_reports_a_missing_driver(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    got = isolation.gpu_selfcheck()
+    assert got == "ok" or got.startswith(("libcuda", "cu", "no device"))
+    assert json.loads((tmp_path / isolation.GPU_REPORT).read_text()) == got

@@ -133,3 +133,23 @@ def test_a_cuda_ipc_export_that_misdescribes_its_tensor_is_refused_before_any_cu
         ipc.import_outputs([{ipc.EXPORT_KEY: "not a dict"}], "cuda:0")
     cpu = torch.ones(3)
     assert ipc.export_outputs((cpu, [cpu]), []) == (cpu, [cpu])  # only large CUDA tensors are exported
+
+
+def test_cuda_ipc_exports_are_opened_wherever_a_reply_nests_them(monkeypatch):
+    """Kept outputs come back as {round: output}: an export inside a dict, list or tuple is replaced by the trusted
+    side's own copy, and nothing else is touched (a dict left unopened was compared as if it were the output)."""
+    from musacoder.judge import ipc
+
+    opened = []
+
+    def fake_open(spec, device):
+        opened.append(spec["tag"])
+        return torch.full((2,), float(spec["tag"]))
+
+    monkeypatch.setattr(ipc, "open_copy", fake_open)
+    exp = lambda tag: {ipc.EXPORT_KEY: {"tag": tag}}  # noqa: E731
+    got = ipc.import_outputs({3: exp(1), 7: None, 9: (exp(2), [exp(3), 5])}, "cuda:0")
+    assert sorted(opened) == [1, 2, 3]
+    assert torch.equal(got[3], torch.full((2,), 1.0)) and got[7] is None
+    assert torch.equal(got[9][0], torch.full((2,), 2.0)) and torch.equal(got[9][1][0], torch.full((2,), 3.0))
+    assert got[9][1][1] == 5

@@ -146,6 +146,8 @@ def import_outputs(obj, device: str):
         if type(spec) is not dict:
             raise IpcError("malformed output export")
         return open_copy(spec, device)
+    if type(obj) is dict:  # e.g. the kept outputs of a `time` request, by round
+        return {k: import_outputs(x, device) for k, x in obj.items()}
     if isinstance(obj, (list, tuple)):
         return type(obj)(import_outputs(x, device) for x in obj)
     return obj

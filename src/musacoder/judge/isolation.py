@@ -488,44 +488,124 @@ def release_cgroup(path: str | None, timeout_s: float = 120.0) -> bool:
             time.sleep(0.05)
 
 
-def probe_env(scratch: Path) -> dict[str, str]:
+def probe_env(scratch: Path, layers=WORKER_LAYERS) -> dict[str, str]:
     """The probe's environment: a worker's sandbox settings, and this package's folder ahead of the host's own import
     path (packages installed with `pip --target` under /tmp must be found behind the private /tmp, as in a worker)."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LD_LIBRARY_PATH", "LANG")}
     src = str(Path(__file__).resolve().parents[2])
-    env.update(MUSACODER_SANDBOX=",".join(WORKER_LAYERS), MUSACODER_SANDBOX_WRITABLE=str(scratch),
+    env.update(MUSACODER_SANDBOX=",".join(layers), MUSACODER_SANDBOX_WRITABLE=str(scratch),
                MUSACODER_SANDBOX_HIDE=str(workers_base()), HOME=str(scratch), TMPDIR=str(scratch),
                PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
     return env
 
 
-@functools.lru_cache(maxsize=None)
-def probe() -> dict:
-    """What this host permits, found once per process by starting a throw-away process the way a `python -m` worker
-    starts (its prefix) and letting it enter every layer: {"prefix_layers", "worker_layers", "skipped"}."""
-    scratch = Path(tempfile.mkdtemp(prefix="probe-", dir=workers_base()))
-    env = probe_env(scratch)
-    prefix = worker_prefix()
-    code = "from musacoder.judge import isolation; isolation.enter_worker()"
-    err = ""
+GPU_REPORT = ".musacoder-gpu.json"
+
+
+def gpu_selfcheck() -> str:
+    """Whether this process can use NVIDIA GPU 0 through the driver API: init, a context, a 1 MiB allocation; "ok" or
+    the first call that failed. Written to `GPU_REPORT` in the working folder (the probe runs it inside the layers)."""
+    import ctypes
+
     try:
-        run = subprocess.run([*prefix, sys.executable, "-c", code], cwd=scratch, env=env, capture_output=True,
-                             text=True, timeout=60)
+        cu = ctypes.CDLL("libcuda.so.1")
+        n, dev, ctx, ptr = ctypes.c_int(), ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
+        steps = (("cuInit", lambda: cu.cuInit(0)), ("cuDeviceGetCount", lambda: cu.cuDeviceGetCount(ctypes.byref(n))),
+                 ("cuDeviceGet", lambda: cu.cuDeviceGet(ctypes.byref(dev), 0)),
+                 ("cuDevicePrimaryCtxRetain", lambda: cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)),
+                 ("cuCtxSetCurrent", lambda: cu.cuCtxSetCurrent(ctx)),
+                 ("cuMemAlloc", lambda: cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(1 << 20))),
+                 ("cuMemFree", lambda: cu.cuMemFree_v2(ptr)))
+        result = "ok"
+        for name, call in steps:
+            err = call()
+            if err != 0:
+                result = f"{name} returned CUDA error {err}"
+                break
+            if name == "cuDeviceGetCount" and n.value < 1:
+                result = "no device visible"
+                break
+    except (OSError, AttributeError) as e:
+        result = f"libcuda: {e}"
+    Path(GPU_REPORT).write_text(json.dumps(result))
+    return result
+
+
+def _host_has_nvidia_gpu() -> bool:
+    return os.path.exists("/dev/nvidiactl")
+
+
+def _probe_once(layers, gpu: bool) -> tuple[dict, str | None, str]:
+    """Start a throw-away process the way a `python -m` worker starts (its prefix), let it enter `layers` and, with
+    `gpu`, use the GPU inside them: (its report, the GPU check's result or None, the end of its stderr)."""
+    scratch = Path(tempfile.mkdtemp(prefix="probe-", dir=workers_base()))
+    env = probe_env(scratch, layers)
+    code = "from musacoder.judge import isolation; isolation.enter_worker()"
+    if gpu:
+        code += "; isolation.gpu_selfcheck()"
+    err, gpu_result = "", None
+    try:
+        run = subprocess.run([*worker_prefix(), sys.executable, "-c", code], cwd=scratch, env=env,
+                             capture_output=True, text=True, timeout=60)
         err = run.stderr[-500:]
         report = read_report(scratch)
         release_cgroup(report.get("cgroup"))
+        if gpu:
+            try:
+                gpu_result = json.loads((scratch / GPU_REPORT).read_text())
+            except (OSError, ValueError):
+                gpu_result = f"the check wrote no result: {err[-200:]}"
     except (OSError, subprocess.SubprocessError) as e:
         report, err = {}, str(e)
+        gpu_result = None if not gpu else f"the check did not run: {e}"
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    return report, gpu_result, err
+
+
+def _layers_the_gpu_survives(entered: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The largest part of `entered` inside which the GPU still works, found layer by layer, with the reason each
+    left-out layer was left out (some hosts, e.g. gVisor's GPU proxy, refuse the driver inside a layer)."""
+    left_out: dict[str, str] = {}
+    for layer in entered:  # each layer alone
+        _, got, _ = _probe_once([layer], gpu=True)
+        if got != "ok":
+            left_out[layer] = f"left out: the GPU does not work inside it on this host ({got})"
+    keep = [layer for layer in entered if layer not in left_out]
+    while keep:  # and together: drop from the end until the rest works
+        _, got, _ = _probe_once(keep, gpu=True)
+        if got == "ok":
+            break
+        layer = keep.pop()
+        left_out[layer] = f"left out: the GPU does not work inside it with the others on this host ({got})"
+    return keep, left_out
+
+
+@functools.lru_cache(maxsize=None)
+def probe() -> dict:
+    """What this host permits, found once per process: {"prefix_layers", "worker_layers", "skipped", "gpu"}. A
+    throw-away process enters every worker layer; on a host with an NVIDIA GPU it must also use the GPU inside them,
+    and layers the GPU does not survive are left out (and reported) rather than leave every verification an
+    `infra_error`. "gpu" is the check's result inside the layers kept (None without a GPU)."""
+    gpu = _host_has_nvidia_gpu()
+    report, gpu_result, err = _probe_once(WORKER_LAYERS, gpu)
     skipped = dict(report.get("skipped", {}))
     if not report:
         skipped = {layer: f"the probe wrote no report: {err}" for layer in WORKER_LAYERS}
+    entered = list(report.get("layers", []))
+    if gpu and gpu_result != "ok" and entered:
+        _, bare, _ = _probe_once([], gpu=True)
+        if bare == "ok":  # the layers are what breaks it
+            entered, left_out = _layers_the_gpu_survives(entered)
+            skipped.update(left_out)
+            gpu_result = "ok"
+        else:
+            gpu_result = f"the GPU does not work even outside the layers ({bare})"
     for flag, layer in PREFIX_LAYERS.items():
         if flag not in server_prefix():
             skipped[layer] = "unshare is missing or not permitted here"
-    return {"prefix_layers": prefix_layers(server_prefix()), "worker_layers": list(report.get("layers", [])),
-            "skipped": skipped}
+    return {"prefix_layers": prefix_layers(server_prefix()), "worker_layers": entered, "skipped": skipped,
+            "gpu": gpu_result if gpu else None}
 
 
 def layers() -> list[str]:
@@ -550,7 +630,7 @@ def missing(active, required=STRICT_LAYERS) -> list[str]:
 
 def doctor() -> str:
     """A report of what this host permits and which layers workers will use."""
-    p = probe() if enabled() else {"prefix_layers": [], "worker_layers": [], "skipped": {}}
+    p = probe() if enabled() else {"prefix_layers": [], "worker_layers": [], "skipped": {}, "gpu": None}
     active = set(p["prefix_layers"] + p["worker_layers"])
     try:
         import pyseccomp  # noqa: F401
@@ -575,5 +655,7 @@ def doctor() -> str:
     if os.getuid() == 0 and "pids-cgroup" not in active:
         lines.append("  note: uid 0 is exempt from RLIMIT_NPROC; without a pids cgroup a fork bomb is bounded only by "
                      "the deadline and the PID namespace's kill")
+    if p.get("gpu") is not None:
+        lines.append(f"  GPU inside the layers: {p['gpu']}")
     lines.append(f"  layers: {', '.join(layer for layer in ALL_LAYERS if layer in active) or 'none'}")
     return "\n".join(lines)
