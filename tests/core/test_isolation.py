@@ -268,3 +268,31 @@ def test_gpu_selfcheck_reports_a_missing_driver(tmp_path, monkeypatch):
     got = isolation.gpu_selfcheck()
     assert got == "ok" or got.startswith(("libcuda", "cu", "no device"))
     assert json.loads((tmp_path / isolation.GPU_REPORT).read_text()) == got
+
+
+def test_namespaces_the_gpu_does_not_survive_are_dropped_from_the_prefix(monkeypatch):
+    """gVisor's GPU proxy refused the driver (CUDA error 304) in a process under `unshare --net --ipc --pid`: there
+    the verifier must keep the namespaces the GPU survives, say which it dropped, and never start workers that
+    cannot use the GPU."""
+    if not isolation._unshare_prefix(("--net",)):
+        pytest.skip("unshare is not permitted on this host")
+    caches = (isolation.server_prefix, isolation.worker_prefix, isolation.probe, isolation._gpu_check_under)
+    monkeypatch.setattr(isolation, "_host_has_nvidia_gpu", lambda: True)
+    monkeypatch.setattr(isolation, "_gpu_check_under",
+                        lambda prefix: "cuInit returned CUDA error 304" if "--ipc" in prefix else "ok")
+    monkeypatch.setattr(isolation, "_probe_once", lambda layers, gpu: (
+        {"layers": list(layers), "skipped": {}}, "ok" if gpu else None, ""))
+    monkeypatch.setattr(isolation, "PREFIX_GPU_NOTES", {})
+    for f in caches:
+        if hasattr(f, "cache_clear"):
+            f.cache_clear()
+    try:
+        assert "--net" in isolation.server_prefix() and "--ipc" not in isolation.server_prefix()
+        assert "--pid" in isolation.worker_prefix() and "--ipc" not in isolation.worker_prefix()
+        p = isolation.probe()
+        assert p["prefix_layers"] == ["net"]
+        assert "GPU does not work inside it" in p["skipped"]["ipc"] and "304" in p["skipped"]["ipc"]
+    finally:
+        for f in caches:
+            if hasattr(f, "cache_clear"):
+                f.cache_clear()

@@ -129,17 +129,63 @@ def _unshare_prefix(flags: tuple[str, ...]) -> tuple[str, ...]:
     return ()
 
 
+# Prefix namespaces the GPU driver did not survive on this host, with the reason (see `_gpu_survives`).
+PREFIX_GPU_NOTES: dict[str, str] = {}
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_check_under(prefix: tuple[str, ...]) -> str:
+    """`gpu_selfcheck()`'s result in a process started under `prefix` (entering no worker layer)."""
+    scratch = Path(tempfile.mkdtemp(prefix="probe-", dir=workers_base()))
+    try:
+        run = subprocess.run([*prefix, sys.executable, "-c",
+                              "from musacoder.judge import isolation; isolation.gpu_selfcheck()"],
+                             cwd=scratch, env=probe_env(scratch, ()), capture_output=True, text=True, timeout=60)
+        try:
+            return json.loads((scratch / GPU_REPORT).read_text())
+        except (OSError, ValueError):
+            return f"the check wrote no result: {run.stderr[-200:]}"
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"the check did not run: {e}"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _gpu_survives(prefix: tuple[str, ...]) -> bool:
+    """On a host with an NVIDIA GPU that works outside any namespace, whether it still works under `prefix` (some
+    hosts refuse the driver inside a new namespace: gVisor's GPU proxy answered CUDA error 304 there). Hosts without
+    a GPU, or whose GPU fails anyway, keep every namespace."""
+    if not prefix or not _host_has_nvidia_gpu() or _gpu_check_under(()) != "ok":
+        return True
+    got = _gpu_check_under(prefix)
+    if got != "ok":
+        for flag, layer in (*PREFIX_LAYERS.items(), ("--pid", "pid")):
+            if flag in prefix:
+                PREFIX_GPU_NOTES.setdefault(layer, f"left out: the GPU does not work inside it on this host ({got})")
+    return got == "ok"
+
+
+def _first_usable(*choices: tuple[str, ...]) -> tuple[str, ...]:
+    for flags in choices:
+        prefix = _unshare_prefix(flags)
+        if prefix and _gpu_survives(prefix):
+            return prefix
+    return ()
+
+
+@functools.lru_cache(maxsize=None)
 def server_prefix() -> tuple[str, ...]:
-    """Prefix of the fork server (and so of every worker it forks): network and IPC namespaces of its own, or the
-    network alone, or nothing where neither is permitted."""
-    return _unshare_prefix(("--net", "--ipc")) or _unshare_prefix(("--net",))
+    """Prefix of the fork server (and so of every worker it forks): network and IPC namespaces of its own, or one of
+    them, or nothing where neither is permitted (or, on a GPU host, where the GPU does not work inside them)."""
+    return _first_usable(("--net", "--ipc"), ("--net",), ("--ipc",))
 
 
+@functools.lru_cache(maxsize=None)
 def worker_prefix() -> tuple[str, ...]:
     """Prefix of a worker started with `python -m` (no fork server): the server's namespaces plus a PID namespace
     whose init is the worker (`unshare` stays its parent and is killed with it)."""
-    full = _unshare_prefix(("--net", "--ipc", "--pid", "--fork", "--kill-child"))
-    return full or server_prefix()
+    flags = tuple(f for f in server_prefix() if f.startswith("--") and f not in ("--map-root-user", "--"))
+    return _first_usable((*flags, "--pid", "--fork", "--kill-child")) or server_prefix()
 
 
 def prefix_layers(prefix) -> list[str]:
@@ -592,6 +638,8 @@ def probe() -> dict:
     skipped = dict(report.get("skipped", {}))
     if not report:
         skipped = {layer: f"the probe wrote no report: {err}" for layer in WORKER_LAYERS}
+    if "pid" in skipped and "pid" in PREFIX_GPU_NOTES:
+        skipped["pid"] = PREFIX_GPU_NOTES["pid"]
     entered = list(report.get("layers", []))
     if gpu and gpu_result != "ok" and entered:
         _, bare, _ = _probe_once([], gpu=True)
@@ -603,7 +651,7 @@ def probe() -> dict:
             gpu_result = f"the GPU does not work even outside the layers ({bare})"
     for flag, layer in PREFIX_LAYERS.items():
         if flag not in server_prefix():
-            skipped[layer] = "unshare is missing or not permitted here"
+            skipped[layer] = PREFIX_GPU_NOTES.get(layer, "unshare is missing or not permitted here")
     return {"prefix_layers": prefix_layers(server_prefix()), "worker_layers": entered, "skipped": skipped,
             "gpu": gpu_result if gpu else None}
 
