@@ -51,3 +51,13 @@ def test_task_audit_flags_degenerate_references():
     assert task_audit(torch.randn(8)) == []
     assert "exactly zero" in task_audit(torch.zeros(8))[0]
     assert "below atol" in task_audit((torch.full((8,), 1e-6),))[0]
+
+
+def test_round_mantissa_in_place_matches_the_copying_version():
+    from musacoder.judge.compare import round_mantissa, round_mantissa_
+
+    x = torch.randn(4097) * torch.logspace(-20, 20, 4097)
+    x[:3] = torch.tensor([65504.0, 1.0 + 2**-11, -3.0e-38])
+    want = round_mantissa(x)
+    y = x.clone()
+    assert round_mantissa_(y) is y and torch.equal(y, want) and not torch.equal(y, x)

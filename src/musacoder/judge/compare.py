@@ -95,6 +95,15 @@ class Precision:
     leaves: dict[str, Yardstick] = field(default_factory=dict)
 
 
+def round_mantissa_(x: torch.Tensor, bits: int = LOW_MANTISSA_BITS) -> torch.Tensor:
+    """`round_mantissa` in place, for a float32 tensor the caller owns (no temporaries of its size); returns `x`."""
+    if x.dtype != torch.float32:
+        return x
+    drop = 23 - bits
+    x.view(torch.int32).add_(1 << (drop - 1)).bitwise_and_(~((1 << drop) - 1))
+    return x
+
+
 def round_mantissa(x: torch.Tensor, bits: int = LOW_MANTISSA_BITS) -> torch.Tensor:
     """`x` (float32) rounded to nearest at `bits` explicit mantissa bits, as fp16/TF32 arithmetic sees its operands
     (exponent range kept). Other dtypes are returned unchanged."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import math
 import os
 import random
@@ -34,13 +35,13 @@ from musacoder.feedback import render_feedback
 from musacoder.judge import ipc, isolation
 from musacoder.judge.baseline import BaselineError, compile_baseline_ms, load_request
 from musacoder.judge.compare import (Precision, Yardstick, compare_outputs, float_leaves, max_abs_error, rel_error,
-                                     round_mantissa, task_audit)
+                                     round_mantissa, round_mantissa_, task_audit)
 from musacoder.judge.replies import (CallReport, Fault, InitReply, LoadReply, MalformedReply, OutputsReply, ProbeReply,
                                      TimeReply, TrialReply, parse)
 from musacoder.judge.inputs import make_init_inputs, make_inputs, nbytes, seed_for, seeded, to_cpu
 from musacoder.judge.sandbox import Sandbox, WorkerDied, WorkerStartFailed, WorkerTimeout
-from musacoder.judge.slots import (DEVICE_SLOTS, GiB, TRUSTED_FIXED, WORKER_FIXED, Footprint, footprint, memory_budget,
-                                   memory_violations)
+from musacoder.judge.slots import (DEVICE_SLOTS, HOST_HOLD_BYTES, TRUSTED_FIXED, WORKER_FIXED, Footprint, GiB,
+                                   footprint, memory_budget, memory_violations)
 from musacoder.legality.runtime import VENDOR_KERNEL, python_compute_violations
 from musacoder.legality.static import check_static
 from musacoder.records import BACKENDS, Task, Timing, TrialResult, Verdict
@@ -212,6 +213,9 @@ class _Run:
         with DEVICE_SLOTS.assign(device, need, alone=self.alone) as dev:
             v.stage_s["admission_wait"] = round(v.stage_s.get("admission_wait", 0.0) + time.monotonic() - t0, 4)
             self.device = v.device = dev
+            if self.alone and dev.startswith("cuda") and cuda_available():
+                gc.collect()  # what earlier verifications left cached in this process goes back to the device
+                torch.cuda.empty_cache()
             if dev.startswith("cuda") and cuda_available():
                 torch.cuda.reset_peak_memory_stats(torch.device(dev))
             try:
@@ -462,6 +466,8 @@ class _Run:
                 perturb = None  # the task's domain forbids the perturbation
                 ref_out = ref_model(*make_inputs(module, seed, device=device))
         precision = self._yardsticks(module, seed, perturb, device, ref_out)
+        if self.fp is not None and self.fp.inputs + self.fp.outputs >= HOST_HOLD_BYTES and cuda_available():
+            torch.cuda.empty_cache()  # the yardsticks' temporaries, gigabytes at full size, back before the worker runs
         return perturb, ref_out if self._compare_device() != "cpu" else to_cpu(ref_out), precision
 
     def _yardsticks(self, module, seed: int, perturb: str | None, device: str, ref_out) -> Precision | None:
@@ -472,13 +478,19 @@ class _Run:
         model64, low = self._precision_models
         cmp = self._compare_device()
         try:
-            with torch.no_grad():
-                out64 = model64(*[x.double() if _is_f32(x) else x
-                                  for x in make_inputs(module, seed, perturb=perturb, device=device)])
+            with torch.no_grad():  # inputs converted one at a time and rounded in place: no copies of their size
+                xs = make_inputs(module, seed, perturb=perturb, device=device)
+                for k in range(len(xs)):
+                    if _is_f32(xs[k]):
+                        xs[k] = xs[k].double()
+                out64 = model64(*xs)
+                del xs
                 ref64 = dict(float_leaves(out64))
                 del out64
-                out_low = low(*[round_mantissa(x) if _is_f32(x) else x
-                                for x in make_inputs(module, seed, perturb=perturb, device=device)])
+                xs = [round_mantissa_(x) if _is_f32(x) else x
+                      for x in make_inputs(module, seed, perturb=perturb, device=device)]
+                out_low = low(*xs)
+                del xs
                 low_leaves = dict(float_leaves(out_low))
                 del out_low
         except Exception as e:  # noqa: BLE001 - ops without float64 kernels, float32 constants inside forward, …
@@ -629,7 +641,6 @@ class _Run:
         pool = list(range(cfg.warmup, cfg.warmup + cfg.repeats + cfg.rechecks))
         picked = self.rng.sample(pool, min(2 * cfg.rechecks, len(pool)))
         audits, checks = sorted(picked[:cfg.rechecks]), sorted(picked[cfg.rechecks:])
-        from musacoder.judge.slots import HOST_HOLD_BYTES
 
         input_sets = self.fp.input_sets if self.fp else cfg.input_sets
         with self._stage("timing", "exclusive"):  # nothing else on the device while timing
@@ -661,17 +672,18 @@ class _Run:
     def _recheck(self, sb: Sandbox, module, ref_model, device: str, master_t: int,
                  rep: TimeReply) -> tuple[Timing, Timing]:
         v = self.v
-        taken = self._ask(sb, {"op": "take_outputs", "ipc": self.ipc}, self.cfg.timeout_s, OutputsReply, "timing")
-        outputs = self._received(sb, taken.outputs)
-        if not isinstance(outputs, dict):
-            v.stages["timing"] = "error"
-            v.error = "the candidate's worker returned the kept outputs in a malformed reply"
-            raise _Stop("crashed")
         rounds = sorted(list(rep.audits.items()) + list(rep.checks.items()), key=lambda rc: rc[0])
-        for r, audit in rounds:
+        for r, audit in rounds:  # one kept output at a time: at full sizes each can be gigabytes on both sides
+            taken = self._ask(sb, {"op": "take_outputs", "ipc": self.ipc, "rounds": [r]}, self.cfg.timeout_s,
+                              OutputsReply, "timing")
+            outputs = self._received(sb, taken.outputs)
+            if not isinstance(outputs, dict):
+                v.stages["timing"] = "error"
+                v.error = "the candidate's worker returned the kept outputs in a malformed reply"
+                raise _Stop("crashed")
             _, ref_out, precision = self._reference_case(module, ref_model, seed_for(master_t, r), None, device)
             t = self._judge_trial(r, ref_out, outputs.pop(r, None), audit.report, precision)
-            del ref_out, precision
+            del ref_out, precision, outputs
             if not t.passed:
                 t.message = f"re-check after timing (round {r}): {t.message}"
                 v.trials.append(t)
