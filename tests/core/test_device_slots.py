@@ -243,16 +243,18 @@ def test_footprint_counts_inputs_outputs_and_weights_on_meta_per_side():
     n = fp.inputs
     assert n and fp.outputs == n and fp.weights == 0  # ReLU: output as large as the input, no weights
     assert fp.input_sets == 4
-    # worker: 4 sets + fresh draw + pristine, candidate's and reference's outputs, 5 kept outputs, temporaries 2(I + O)
-    assert fp.worker == WORKER_FIXED + 6 * n + 2 * n + 5 * n + 4 * n
-    assert fp.trusted == TRUSTED_FIXED + 3 * n + 4 * n  # fp32 and fp64 inputs; fp32, fp64 and candidate outputs
+    # worker: 4 sets + fresh draw + pristine, candidate's and reference's outputs, 5 kept outputs, temporaries 4(I + O)
+    assert fp.worker == WORKER_FIXED + 6 * n + 2 * n + 5 * n + 8 * n
+    # fp32 and fp64 inputs; fp32, fp64, rounded-model and candidate outputs
+    assert fp.trusted == TRUSTED_FIXED + 3 * n + 5 * n
     assert fp.total == fp.worker + fp.trusted
 
     # KernelBench's level-1 ReLU at its own size: 6.4 GB in and out. One input set while timing, kept outputs on
-    # the host: ~99 GB in all, so one such verification at a time on a 141 GB GPU (85 % usable)
+    # the host: ~130 GB in all (the measured peaks were ~73 GB in the worker), so one such verification at a time on
+    # a 141 GB GPU (85 % usable; one verification is always admitted, however large)
     big = Footprint(inputs=4096 * 393216 * 4, outputs=4096 * 393216 * 4, weights=0)
     assert big.input_sets == 1
-    assert 90 * GiB < big.total < 105 * GiB and 2 * big.total > 0.85 * 141 * GiB
+    assert 73 * GiB < big.worker and 120 * GiB < big.total < 135 * GiB
     assert "GiB" in big.describe()
 
     class Broken:  # a task that does not run on meta tensors has no estimate
