@@ -114,12 +114,14 @@ def _verdict_response(job: Job, how: str) -> JSONResponse:
 
 
 def create_app(config: ServiceConfig | None = None, *, verifier: Verifier | None = None,
-               verify_config: VerifyConfig | None = None) -> FastAPI:
+               verify_config: VerifyConfig | None = None, pool_context=None, pool_stats=None) -> FastAPI:
     """The API over a fresh job queue. `verifier` defaults to `musacoder.judge.pipeline.verify` (the local pool,
-    workers started ahead while the service runs); `verify_config` is the base every request's options go on."""
+    workers started ahead while the service runs); `verify_config` is the base every request's options go on.
+    `pool_context` (a callable returning a context manager) is entered while the service runs, and `pool_stats`
+    (a callable returning a dict) is reported under `pool` by /v1/health: both for another pool, e.g.
+    `musacoder.service.ray_pool.RayVerifier`."""
     cfg = config or ServiceConfig()
     base_config = verify_config or VerifyConfig()
-    pool_context = None
     if verifier is None:
         from musacoder.judge.pipeline import verify as verifier
         from musacoder.judge.sandbox import prestarted_workers
@@ -215,8 +217,11 @@ def create_app(config: ServiceConfig | None = None, *, verifier: Verifier | None
     @app.get("/v1/health")
     async def health():
         """Liveness and load; open without a token."""
-        return {"status": "ok", "workers": jobs.workers, "running": jobs.running, "queue_depth": jobs.depth,
-                "max_queue": jobs.max_queue, "task_root": cfg.task_root is not None}
+        out = {"status": "ok", "workers": jobs.workers, "running": jobs.running, "queue_depth": jobs.depth,
+               "max_queue": jobs.max_queue, "task_root": cfg.task_root is not None}
+        if pool_stats is not None:
+            out["pool"] = pool_stats()
+        return out
 
     @app.get("/v1/metrics", response_class=PlainTextResponse)
     async def prometheus():
