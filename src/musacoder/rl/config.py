@@ -54,7 +54,14 @@ class EnvConfig(_Section):
                                                           description="Task size overrides passed to verify.")
     verify: dict[str, Any] = Field(default_factory=dict, description="VerifyConfig fields, e.g. {trials = 3}.")
     max_workers: int = Field(2, ge=1, description="Verifications in flight at once (threads; each verify spawns "
-                             "its own processes).")
+                             "its own processes, or, with `verifier_url`, waits on the service).")
+    verifier_url: str | None = Field(None, description="A `musacoder serve` endpoint (e.g. http://host:8000): "
+                                     "verify there through musacoder.client.RemoteVerifier instead of in this "
+                                     "process. Raise `max_workers` to keep the service busy.")
+    verifier_token: str | None = Field(None, description="Bearer token of `verifier_url`; default "
+                                       "$MUSACODER_SERVICE_TOKEN.")
+    verifier_timeout_s: float = Field(3600.0, gt=0, description="Longest wait for one remote verdict (queue "
+                                      "included); later it is an infra_error, whose group is left out of the loss.")
     toy_letters: str = Field("abcdefgh", description="Toy tasks: letters to ask for.")
     toy_length: int = Field(3, ge=1, description="Toy tasks: answer length.")
     charset: str | None = Field(None, description="CharTokenizer characters; default: the toy charset for 'toy', "

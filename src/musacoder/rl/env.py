@@ -25,6 +25,17 @@ def make_verifier_pool(max_workers: int = 2) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="musacoder-verify")
 
 
+def verifier_from_config(env_config) -> Callable | None:
+    """The verifier an `EnvConfig` names: a `RemoteVerifier` of `env_config.verifier_url` (one HTTP client shared by
+    every episode of the run), or None for the in-process `musacoder.verify`."""
+    if not getattr(env_config, "verifier_url", None):
+        return None
+    from musacoder.client import RemoteVerifier
+
+    return RemoteVerifier(env_config.verifier_url, env_config.verifier_token,
+                          timeout_s=env_config.verifier_timeout_s, max_connections=max(8, 2 * env_config.max_workers))
+
+
 def _done_future(value) -> Future:
     f: Future = Future()
     f.set_result(value)
@@ -116,7 +127,8 @@ class KernelEnv(EpisodeEnv):
 
     Prompts and feedback messages come from `musacoder.prompts`. `verifier` is called as
     `verifier(task, response, backend=..., overrides=..., config=...)` and returns a `Verdict` (default:
-    `musacoder.verify`): score = `verdict.reward`, passed = `verdict.correct and verdict.legal`, feedback =
+    `musacoder.verify`; a `musacoder.client.RemoteVerifier` verifies through `musacoder serve`, see
+    `verifier_from_config`): score = `verdict.reward`, passed = `verdict.correct and verdict.legal`, feedback =
     `verdict.feedback`.
     """
 

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from musacoder.rl.config import RLConfig
-from musacoder.rl.env import KernelEnv, make_verifier_pool
+from musacoder.rl.env import KernelEnv, make_verifier_pool, verifier_from_config
 from musacoder.rl.grpo import clipped_policy_loss, group_has_signal, grpo_advantages
 from musacoder.rl.metrics import MetricsLogger
 from musacoder.rl.mirrorpop import mirrorpop_keep, sequence_log_ratio_stats
@@ -200,6 +200,8 @@ class Trainer:
         env_cfg = self.cfg.env
         if env_cfg.kind == "toy":
             return lambda max_turns: ToyEnv(max_turns=max_turns, executor=None)
+        if verifier is None:
+            verifier = verifier_from_config(env_cfg)  # env.verifier_url: MooreEval through `musacoder serve`
         verify_config = None
         if env_cfg.verify:
             from musacoder import VerifyConfig
