@@ -1,0 +1,113 @@
+"""Configuration of an SFT/RFT run. Every option is documented where it is declared; files are TOML, YAML or JSON.
+
+Defaults follow the paper where it states a value (lr 1e-5, 1 epoch, bf16 where the hardware has it); the rest
+are marked as our choice in docs/sft.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from musacoder.rl.config import LoraConfig, TinyModelConfig
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SFTModelConfig(_Section):
+    name_or_path: str | None = Field(
+        None, description="Local Hugging Face model directory or hub id; unset = a tiny Llama built from `tiny` with "
+        "the offline byte-level chat tokenizer (tests, the CPU example).")
+    tokenizer: str | None = Field(None, description="Tokenizer path or id; default: the model's own. It must have a "
+                                  "chat template.")
+    tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="Shape of the from-config model.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Dtype the weights are loaded in; mixed precision is `train.bf16`.")
+    lora: LoraConfig | None = Field(None, description="Train LoRA adapters instead of all weights (needs `peft`); "
+                                    "the final checkpoint has them merged into the weights.")
+    gradient_checkpointing: bool = Field(True, description="Trade compute for memory on long contexts (TRL's "
+                                         "default).")
+
+
+class SFTDataConfig(_Section):
+    train: list[str] = Field(default_factory=list, description="Training data: Parquet or JSONL files, directories "
+                             "of them, `save_to_disk` directories, or globs. Rows hold `messages` (and `loss_turn`, "
+                             "or an RFT `pool`); see docs/sft.md.")
+    kind: Literal["auto", "sft", "rft"] = Field(
+        "auto", description="'sft' = train on each row's `messages`; 'rft' = each epoch draws one member of each "
+        "row's `pool` (musacoder.data.rft.draw_epoch); 'auto' = 'rft' when the rows have a `pool` column.")
+    max_seq_len: int = Field(4096, ge=8, description="Longest training sequence in tokens. Longer ones keep their "
+                             "start (the prompt) and lose the end of the target; rows whose prompt alone fills it "
+                             "are dropped (both counted in the log).")
+    limit: int | None = Field(None, ge=1, description="Use only the first N rows (smoke runs).")
+
+
+class SFTTrainConfig(_Section):
+    lr: float = Field(1e-5, gt=0, description="Peak AdamW learning rate (paper: 1e-5).")
+    epochs: int = Field(1, ge=1, description="Passes over the data (paper: 1). RFT draws a new pool member each "
+                        "epoch.")
+    batch_size: int = Field(4, ge=1, description="Sequences per device per forward pass.")
+    grad_accum: int = Field(1, ge=1, description="Forward passes per optimiser step; effective batch = batch_size "
+                            "× grad_accum × devices.")
+    lr_scheduler: str = Field("cosine", description="transformers scheduler name: 'cosine', 'linear', "
+                              "'constant', ...")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clip.")
+    bf16: Literal["auto"] | bool = Field("auto", description="bf16 mixed precision; 'auto' = on when a CUDA GPU "
+                                         "with bf16 is present, off otherwise (CPU).")
+
+
+class SFTRunConfig(_Section):
+    out_dir: str = Field("runs/sft", description="Run directory: checkpoint-N/ (resumable), final/ (the model to "
+                         "hand to RL and bench), metrics.jsonl, config.json.")
+    seed: int = Field(0, description="Seed of data order, RFT draws, LoRA and the tiny model's init.")
+    save_steps: int = Field(0, ge=0, description="Checkpoint every N optimiser steps (0 = at the end of each "
+                            "epoch).")
+    keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept on disk (final/ is kept apart).")
+    resume: bool | str = Field(True, description="true = continue from the latest checkpoint-N in out_dir when "
+                               "there is one; a path = continue from that checkpoint; false = start fresh.")
+    logging_steps: int = Field(10, ge=1, description="Log loss, lr and grad norm every N optimiser steps.")
+    report_to: list[str] = Field(default_factory=list, description="Extra loggers, e.g. ['tensorboard'] (each "
+                                 "must be installed).")
+    threads: int | None = Field(None, ge=1, description="torch CPU threads (unset = torch's default).")
+
+
+class SFTConfig(_Section):
+    model: SFTModelConfig = Field(default_factory=SFTModelConfig)
+    data: SFTDataConfig = Field(default_factory=SFTDataConfig)
+    train: SFTTrainConfig = Field(default_factory=SFTTrainConfig)
+    run: SFTRunConfig = Field(default_factory=SFTRunConfig)
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> SFTConfig:
+    """Read an SFTConfig from .toml, .yaml/.yml or .json; `overrides` maps dotted keys ("train.lr") to values."""
+    path = Path(path)
+    text = path.read_text()
+    suffix = path.suffix.lower()
+    if suffix == ".toml":
+        import tomllib
+
+        data = tomllib.loads(text)
+    elif suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError as e:
+            raise RuntimeError(f"{path}: reading YAML needs PyYAML (pip install pyyaml), or use TOML/JSON") from e
+        data = yaml.safe_load(text) or {}
+    elif suffix == ".json":
+        data = json.loads(text)
+    else:
+        raise ValueError(f"{path}: unknown config format {suffix!r}; use .toml, .yaml or .json")
+    for key, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return SFTConfig.model_validate(data)

@@ -1,0 +1,178 @@
+"""SFT/RFT with TRL's `SFTTrainer`: build the model and tokenizer, the per-epoch dataset, train, save final/.
+
+`final/` is a plain `transformers` checkpoint (LoRA adapters merged) with its tokenizer and chat template: `train
+rl` loads it through `model.name_or_path`, `bench --model hf:PATH` through `HFLocalClient.from_path`. The HF
+checkpoints `checkpoint-N/` next to it carry optimiser, scheduler and RNG state for resuming.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from musacoder.sft.config import SFTConfig
+from musacoder.sft.dataset import EpochDataset, detect_kind, load_rows
+
+log = logging.getLogger(__name__)
+
+
+def _need_trl():
+    try:
+        import trl
+    except ImportError as e:
+        raise RuntimeError("train sft needs TRL: pip install 'musacoder[train]' (trl, peft, transformers)") from e
+    return trl
+
+
+def build_tokenizer(cfg: SFTConfig):
+    """The model's own tokenizer (or `model.tokenizer`); the offline byte-level chat tokenizer for the tiny model."""
+    name = cfg.model.tokenizer or cfg.model.name_or_path
+    if not name:
+        from musacoder.sft.tokenizer import chat_byte_tokenizer
+
+        return chat_byte_tokenizer()
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(name)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    if not getattr(tok, "chat_template", None):
+        raise ValueError(f"tokenizer {name!r} has no chat template; SFT renders conversations with it. Point "
+                         "model.tokenizer at a chat model's tokenizer, or add a chat_template to its "
+                         "tokenizer_config.json")
+    return tok
+
+
+def build_model(cfg: SFTConfig, tokenizer):
+    """A local/hub causal LM, or the tiny Llama `train rl` builds from the same `tiny` shape (seeded init)."""
+    m = cfg.model
+    if m.name_or_path:
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(m.name_or_path, dtype=getattr(torch, m.dtype))
+    else:
+        from musacoder.rl.config import ModelConfig, RLConfig, RunConfig
+        from musacoder.rl.trainer import build_policy
+
+        rl_cfg = RLConfig(model=ModelConfig(tiny=m.tiny, dtype=m.dtype, device="cpu"),
+                          run=RunConfig(seed=cfg.run.seed))
+        model = build_policy(rl_cfg, tokenizer)
+    if model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def peft_config(cfg: SFTConfig):
+    if cfg.model.lora is None:
+        return None
+    try:
+        import peft
+    except ImportError as e:
+        raise RuntimeError("model.lora is set but peft is not installed: pip install 'musacoder[train]'") from e
+    lo = cfg.model.lora
+    return peft.LoraConfig(r=lo.r, lora_alpha=lo.alpha, lora_dropout=lo.dropout, target_modules=lo.target_modules,
+                           task_type="CAUSAL_LM")
+
+
+def use_bf16(setting: str | bool) -> bool:
+    """`train.bf16`: 'auto' = a CUDA GPU that supports bf16 is present."""
+    if setting == "auto":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    return bool(setting)
+
+
+def trl_args(cfg: SFTConfig):
+    """TRL's `SFTConfig` for our config. Preparation is skipped: `EpochDataset` already holds ids and labels."""
+    trl = _need_trl()
+    t, r = cfg.train, cfg.run
+    # transformers 5 renamed gradient_checkpointing to activation_checkpointing (the old name warns)
+    names = {f.name for f in dataclasses.fields(trl.SFTConfig)}
+    ckpt_key = "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+    return trl.SFTConfig(
+        output_dir=r.out_dir, seed=r.seed, data_seed=r.seed,
+        learning_rate=t.lr, num_train_epochs=t.epochs, per_device_train_batch_size=t.batch_size,
+        gradient_accumulation_steps=t.grad_accum, lr_scheduler_type=t.lr_scheduler, warmup_steps=t.warmup_steps,
+        weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm, bf16=use_bf16(t.bf16), fp16=False,
+        **{ckpt_key: cfg.model.gradient_checkpointing},
+        save_strategy="steps" if r.save_steps else "epoch", save_steps=r.save_steps or 500,
+        save_total_limit=r.keep_checkpoints, logging_steps=r.logging_steps, logging_first_step=True,
+        report_to=list(r.report_to) or "none",
+        max_length=None,  # EpochDataset truncates to data.max_seq_len
+        dataset_kwargs={"skip_prepare_dataset": True}, remove_unused_columns=False,
+        dataloader_pin_memory=torch.cuda.is_available(),
+    )
+
+
+def _metrics_callback(path: Path):
+    from transformers import TrainerCallback
+
+    class MetricsJsonl(TrainerCallback):
+        """Appends every log row (loss, learning_rate, grad_norm, epoch, step) to metrics.jsonl."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if state.is_world_process_zero and logs:
+                with path.open("a") as f:
+                    f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+
+    return MetricsJsonl()
+
+
+def resume_point(cfg: SFTConfig) -> str | None:
+    r = cfg.run
+    if isinstance(r.resume, str):
+        if not Path(r.resume).is_dir():
+            raise FileNotFoundError(f"run.resume = {r.resume!r} is not a checkpoint directory")
+        return r.resume
+    if not r.resume or not Path(r.out_dir).is_dir():
+        return None
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(r.out_dir)
+
+
+def save_final(model, tokenizer, out_dir: Path) -> Path:
+    """final/: weights (LoRA merged, adapters also kept in adapter/) + tokenizer, loadable by `from_pretrained`."""
+    final = out_dir / "final"
+    if hasattr(model, "merge_and_unload"):  # a peft model
+        model.save_pretrained(out_dir / "adapter")
+        model = model.merge_and_unload()
+    model.config.use_cache = True  # gradient checkpointing turns the KV cache off; generation wants it
+    model.save_pretrained(final)
+    tokenizer.save_pretrained(final)
+    return final
+
+
+def train_from_config(cfg: SFTConfig, *, model=None, tokenizer=None) -> dict[str, Any]:
+    """Run SFT/RFT to the end; returns {"final", "log_history", "data", "train_loss"}. `model` and `tokenizer` can be
+    injected (tests)."""
+    trl = _need_trl()
+    if cfg.run.threads:
+        torch.set_num_threads(cfg.run.threads)
+    out_dir = Path(cfg.run.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
+
+    tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg)
+    rows, origins = load_rows(cfg.data.train, cfg.data.limit)
+    kind = detect_kind(rows, cfg.data.kind)
+    dataset = EpochDataset(rows, tokenizer, cfg.data.max_seq_len, kind=kind, seed=cfg.run.seed, origins=origins)
+    log.info("%s data: %d rows, %d dropped (prompt too long), %d truncated", kind, len(dataset),
+             dataset.stats["dropped_too_long"], dataset.stats["truncated"])
+    model = model if model is not None else build_model(cfg, tokenizer)
+
+    trainer = trl.SFTTrainer(model=model, args=trl_args(cfg), train_dataset=dataset.to_hf(),
+                             processing_class=tokenizer, peft_config=peft_config(cfg),
+                             callbacks=[_metrics_callback(out_dir / "metrics.jsonl")])
+    if kind == "rft":
+        # SFTTrainer only accepts a `datasets.Dataset`, which cannot change between epochs; the dataloader is built
+        # in train() from `trainer.train_dataset`, and accelerate calls its `set_epoch` before each epoch.
+        trainer.train_dataset = dataset
+    result = trainer.train(resume_from_checkpoint=resume_point(cfg))
+    final = save_final(trainer.model, tokenizer, out_dir)
+    return {"final": str(final), "log_history": trainer.state.log_history, "data": {"kind": kind, **dataset.stats},
+            "train_loss": result.training_loss}
