@@ -13,7 +13,7 @@ def _register_optional() -> None:
     import importlib
 
     for mod in ("musacoder.judge.cli", "musacoder.bench.cli", "musacoder.rl.cli", "musacoder.data.cli",
-                "musacoder.service.cli"):
+                "musacoder.service.cli", "musacoder.port.cli"):
         try:
             module = importlib.import_module(mod)
         except ModuleNotFoundError as e:  # a stage not present in this checkout
