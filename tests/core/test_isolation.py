@@ -104,9 +104,11 @@ def test_worker_writes_only_its_folder_and_the_build_cache(tmp_path):
         assert {"mount-ro", "tmpfs"} <= set(sb.layers)
         got = _run(sb, probe, tmp_path / "cache")
         assert (sb.workdir / "own.txt").exists()
-    # /tmp is private: writes there land in the worker's own tmpfs, so a checkout made under /tmp takes them too
+    # /tmp and home folders are private: writes there land in the worker's own tmpfs, so a checkout made under /tmp
+    # takes them too
     repo_in_tmp = str(REPO.resolve()).startswith(("/tmp/", "/var/tmp/"))
-    assert got == {"home": False, "repo": repo_in_tmp, "host_tmp": True, "own": True, "cache": True}
+    home_hidden = any(isolation._under(str(Path.home()), h) for h in isolation.HIDDEN_FOLDERS)
+    assert got == {"home": home_hidden, "repo": repo_in_tmp, "host_tmp": True, "own": True, "cache": True}
     for key in ("home", "repo", "host_tmp"):
         assert not Path(targets[key]).exists()
     assert (tmp_path / "cache" / token).exists()
@@ -296,3 +298,32 @@ def test_namespaces_the_gpu_does_not_survive_are_dropped_from_the_prefix(monkeyp
         for f in caches:
             if hasattr(f, "cache_clear"):
                 f.cache_clear()
+
+
+@needs("tmpfs")
+def test_worker_cannot_read_users_folders_or_password_hashes(tmp_path, monkeypatch):
+    """A candidate reads keys, tokens and other runs' files from home folders, or /etc/shadow (readable by its owner,
+    uid 0, without any capability): it sees the folders empty and the files empty, while Python, this package and
+    the build cache still work."""
+    secret_dir = REPO / ".cache" / f"secret-{uuid.uuid4().hex}"
+    secret_dir.mkdir(parents=True)
+    (secret_dir / "id_rsa").write_text("PRIVATE KEY")
+    monkeypatch.setenv("MUSACODER_SANDBOX_HIDE_EXTRA", str(secret_dir))
+    assert {"/root", "/home"} & set(isolation.HIDDEN_FOLDERS) == {"/root", "/home"}
+    probe = ("import json, os\n"
+             f"d = {str(secret_dir)!r}\n"
+             "seen = {'listing': sorted(os.listdir(d)) if os.path.isdir(d) else None}\n"
+             "for f in ('/etc/shadow', '/etc/gshadow'):\n"
+             "    try:\n        seen[f] = open(f).read()\n"
+             "    except OSError as e:\n        seen[f] = 'error'\n"
+             "json.dump(seen, open('probe.json', 'w'))\n")
+    try:
+        with Sandbox(tmp_path / "cache") as sb:
+            got = _run(sb, probe, tmp_path / "cache")
+    finally:
+        import shutil
+
+        shutil.rmtree(secret_dir, ignore_errors=True)
+    assert got["listing"] == []
+    for f in ("/etc/shadow", "/etc/gshadow"):
+        assert got[f] in ("", "error"), f

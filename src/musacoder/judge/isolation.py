@@ -277,7 +277,7 @@ def _under(path: str, root: str) -> bool:
 def _needed_paths() -> list[str]:
     """Folders the worker must still read: Python's prefix and import path, and the folders torch and this package
     were imported from (they can lie under /tmp, e.g. a checkout and its virtual environment made there)."""
-    found = {sys.prefix, sys.exec_prefix, *[p for p in sys.path if p]}
+    found = {sys.prefix, sys.exec_prefix, sys.base_prefix, *[p for p in sys.path if p]}
     for name in ("musacoder", "torch"):
         f = getattr(sys.modules.get(name), "__file__", None)
         if f:
@@ -333,6 +333,11 @@ def _isolate_files(cwd: str, writable: list[str], hide: list[str], own_pid_ns: b
                 os.makedirs(path, exist_ok=True)
                 _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
                 _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        if "tmpfs" in wanted:
+            for path in HIDDEN_FILES:
+                if os.path.isfile(path):
+                    _mount("/dev/null", path, None, MS_BIND)
+                    _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
         if "mount-ro" in wanted:
             failed = []
             for point, flags in host:
@@ -501,7 +506,21 @@ def worker_env(workdir: Path, cache_dir: Path) -> dict[str, str]:
         return {"MUSACODER_SANDBOX": ""}
     return {"MUSACODER_SANDBOX": ",".join(probe()["worker_layers"]),
             "MUSACODER_SANDBOX_WRITABLE": os.pathsep.join([str(workdir), str(cache_dir)]),
-            "MUSACODER_SANDBOX_HIDE": str(workers_base())}
+            "MUSACODER_SANDBOX_HIDE": os.pathsep.join(hidden_folders())}
+
+
+# Folders that hold users' files and secrets (SSH and cloud keys, tokens, other runs' outputs): covered by an empty
+# tmpfs in the worker, with the parts of them it needs (the Python installation, this package, the build cache)
+# bound back. `MUSACODER_SANDBOX_HIDE_EXTRA` adds more (os.pathsep-separated).
+HIDDEN_FOLDERS = ("/root", "/home", "/mnt", "/media", "/srv")
+# Files readable by uid 0 even without capabilities (their owner): an empty device is bound over them.
+HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers")
+
+
+def hidden_folders() -> list[str]:
+    """The folders a worker sees empty: the workers' own base folder, `HIDDEN_FOLDERS` and the extra ones."""
+    extra = [p for p in os.environ.get("MUSACODER_SANDBOX_HIDE_EXTRA", "").split(os.pathsep) if p]
+    return [str(workers_base()), *[p for p in (*HIDDEN_FOLDERS, *extra) if os.path.isdir(p)]]
 
 
 def read_report(workdir: Path) -> dict:
@@ -540,7 +559,7 @@ def probe_env(scratch: Path, layers=WORKER_LAYERS) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LD_LIBRARY_PATH", "LANG")}
     src = str(Path(__file__).resolve().parents[2])
     env.update(MUSACODER_SANDBOX=",".join(layers), MUSACODER_SANDBOX_WRITABLE=str(scratch),
-               MUSACODER_SANDBOX_HIDE=str(workers_base()), HOME=str(scratch), TMPDIR=str(scratch),
+               MUSACODER_SANDBOX_HIDE=os.pathsep.join(hidden_folders()), HOME=str(scratch), TMPDIR=str(scratch),
                PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
     return env
 
