@@ -107,7 +107,8 @@ def test_worker_writes_only_its_folder_and_the_build_cache(tmp_path):
     # /tmp and home folders are private: writes there land in the worker's own tmpfs, so a checkout made under /tmp
     # takes them too
     repo_in_tmp = str(REPO.resolve()).startswith(("/tmp/", "/var/tmp/"))
-    home_hidden = any(isolation._under(str(Path.home()), h) for h in isolation.HIDDEN_FOLDERS)
+    home = str(Path.home())
+    home_hidden = any(home == h or home.startswith(h + "/") for h in isolation.HIDDEN_FOLDERS)
     assert got == {"home": home_hidden, "repo": repo_in_tmp, "host_tmp": True, "own": True, "cache": True}
     for key in ("home", "repo", "host_tmp"):
         assert not Path(targets[key]).exists()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from musacoder.judge.sandbox import Sandbox, _worker_env, isolation_prefix
+from musacoder.judge.sandbox import Sandbox, isolation_prefix, worker_environment
 
 CONNECT = "import socket,sys; s=socket.socket(); s.settimeout(2); s.connect(('127.0.0.1', int(sys.argv[1]))); print('ok')"
 
@@ -34,7 +34,7 @@ def test_worker_prefix_has_no_network():
 def test_environment_is_scrubbed(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     monkeypatch.setenv("HF_TOKEN", "hf-secret")
-    env = _worker_env(tmp_path, tmp_path / "cache", None)
+    env = worker_environment(tmp_path, tmp_path / "cache", None)
     assert "OPENAI_API_KEY" not in env and "HF_TOKEN" not in env
     assert env["HOME"] == str(tmp_path) and env["TMPDIR"] == str(tmp_path)
 
@@ -72,7 +72,7 @@ def test_concurrent_takers_never_start_more_than_the_target_ahead():
     """Fourteen verifications arriving at once once started 13 idle workers each (about 90 CUDA contexts on one GPU)."""
     import threading
 
-    from musacoder.judge.sandbox import _Prestart
+    from musacoder.judge.sandbox import Prestart
 
     class Fake:
         def __init__(self):
@@ -92,7 +92,7 @@ def test_concurrent_takers_never_start_more_than_the_target_ahead():
             started.append(w)
         return w
 
-    pool = _Prestart()
+    pool = Prestart()
     pool.target = 14
     barrier = threading.Barrier(14)
 
@@ -115,7 +115,7 @@ def test_concurrent_takers_never_start_more_than_the_target_ahead():
 def test_a_taker_gets_its_own_worker_before_any_is_started_ahead():
     """At the start of a batch the pool is empty: `take` starts the caller's worker alone (its CUDA context is not
     made to share the GPU's start-up with the workers for later ones); `refill` then tops the idle set up."""
-    from musacoder.judge.sandbox import _Prestart
+    from musacoder.judge.sandbox import Prestart
 
     class Fake:
         proc = type("P", (), {"poll": staticmethod(lambda: None)})()
@@ -131,7 +131,7 @@ def test_a_taker_gets_its_own_worker_before_any_is_started_ahead():
             return Fake()
         return go
 
-    pool = _Prestart()
+    pool = Prestart()
     pool.target = 3
     own = pool.take(("k",), start("own"))
     assert starts == ["own"] and pool.idle_count() == 0
@@ -346,7 +346,7 @@ def test_a_candidate_is_timed_to_its_stream_end_and_charged_for_work_left_on_oth
 def test_idle_workers_linger_for_the_next_batch_then_are_killed():
     """Between two batches (an RL run's steps) the idle workers are kept for the next one; after the linger they
     are killed, unless a batch is running again by then."""
-    from musacoder.judge.sandbox import _Prestart
+    from musacoder.judge.sandbox import Prestart
 
     class Fake:
         proc = type("P", (), {"poll": staticmethod(lambda: None)})()
@@ -357,7 +357,7 @@ def test_idle_workers_linger_for_the_next_batch_then_are_killed():
         def discard(self):
             self.discarded = True
 
-    pool = _Prestart()
+    pool = Prestart()
     pool.target = 2
     pool.refill(("k",), Fake)
     kept = [w for ws in pool._idle.values() for w in ws]

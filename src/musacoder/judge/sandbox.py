@@ -57,7 +57,7 @@ class WorkerDied(Exception):
         self.log_tail = log_tail
 
 
-def _worker_env(workdir: Path, cache_dir: Path, extra: dict[str, str] | None) -> dict[str, str]:
+def worker_environment(workdir: Path, cache_dir: Path, extra: dict[str, str] | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_KEEP_PREFIXES)}
     env.update(HOME=str(workdir), TMPDIR=str(workdir), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
                TORCH_EXTENSIONS_DIR=str(Path(cache_dir) / "torch_extensions"),
@@ -80,7 +80,7 @@ class _Started:
         for fd in (p2c_w, c2p_w):
             protocol.widen_pipe(fd)
         log = open(self.log_path, "wb")
-        env = _worker_env(self.workdir, cache_dir, extra_env)
+        env = worker_environment(self.workdir, cache_dir, extra_env)
         try:
             self.proc = None
             if server is not None:
@@ -112,7 +112,7 @@ class _Started:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-class _Prestart:
+class Prestart:
     """Idle workers started ahead, per worker configuration, so a verification does not wait for Python and torch to
     start. Each worker still serves exactly one verification: a fresh process per candidate, only started earlier.
     Nothing runs in an idle worker but the harness; idle workers are killed at exit."""
@@ -197,7 +197,7 @@ class _Prestart:
                 w.discard()
 
 
-PRESTART = _Prestart()
+PRESTART = Prestart()
 
 
 PRESTART_LINGER_S = float(os.environ.get("MUSACODER_PRESTART_LINGER_S", "30"))
@@ -252,7 +252,7 @@ class Sandbox:
             def make_server() -> forkserver.ForkServer:
                 workdir = Path(tempfile.mkdtemp(prefix="forkserver-", dir=isolation.workers_base()))
                 prefix = list(isolation_prefix()) if self.isolate_network else []
-                env = _worker_env(workdir, self.cache_dir, forkserver.server_env(self.extra_env))
+                env = worker_environment(workdir, self.cache_dir, forkserver.server_env(self.extra_env))
                 return forkserver.ForkServer(env, workdir, prefix, self.start_timeout_s)
 
             # the cache folder, the GPU and the memory limit only matter to a worker's own environment (sent with each
