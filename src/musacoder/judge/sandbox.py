@@ -58,6 +58,9 @@ class WorkerDied(Exception):
 
 
 def worker_environment(workdir: Path, cache_dir: Path, extra: dict[str, str] | None) -> dict[str, str]:
+    """A worker's whole environment: the toolchain variables kept from ours (`ENV_KEEP_PREFIXES`), its folder as HOME
+    and TMPDIR, build caches under `cache_dir`, the sandbox layers to enter, this package first on the import path,
+    then `extra`."""
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_KEEP_PREFIXES)}
     env.update(HOME=str(workdir), TMPDIR=str(workdir), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
                TORCH_EXTENSIONS_DIR=str(Path(cache_dir) / "torch_extensions"),
