@@ -55,11 +55,17 @@ def rl_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `train rl` to the main app, joining an existing `train` group if another stage registered one."""
+    """Add `train rl` and `train sft` (musacoder.sft.cli) to the main app, joining an existing `train` group if
+    another stage registered one."""
+    from musacoder.sft.cli import add_to_train_group
+
     for group in app.registered_groups:
         if group.name == "train" and group.typer_instance is not None:
             group.typer_instance.command("rl")(rl_command)
+            add_to_train_group(group.typer_instance)
             return
-    train_app = typer.Typer(help="Train policies (RL: `train rl --config FILE`).", no_args_is_help=True)
+    train_app = typer.Typer(help="Train policies (SFT/RFT: `train sft --config FILE`; RL: `train rl --config FILE`).",
+                            no_args_is_help=True)
     train_app.command("rl")(rl_command)
+    add_to_train_group(train_app)
     app.add_typer(train_app, name="train")
