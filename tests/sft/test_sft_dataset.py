@@ -1,0 +1,67 @@
+"""Rows → the per-epoch training set: file reading, dropped and truncated rows, RFT redraws, actionable errors."""
+
+import json
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from musacoder.sft.dataset import EpochDataset, data_files, detect_kind, load_rows  # noqa: E402
+from musacoder.sft.examples import IGNORE_INDEX  # noqa: E402
+from musacoder.sft.tokenizer import chat_byte_tokenizer  # noqa: E402
+
+
+def conv(prompt: str, answer: str) -> dict:
+    return {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]}
+
+
+def target(tok, item) -> str:
+    return tok.decode([t for t in item["labels"] if t != IGNORE_INDEX], skip_special_tokens=True).strip()
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return chat_byte_tokenizer()
+
+
+def test_long_prompts_are_dropped_long_targets_truncated(tok):
+    rows = [conv("short", "ok"), conv("x" * 200, "never seen"), conv("short", "y" * 200)]
+    ds = EpochDataset(rows, tok, max_len=64)
+    assert len(ds) == 2 and ds.stats["dropped_too_long"] == 1 and ds.stats["truncated"] == 1
+    assert target(tok, ds[0]) == "ok" and len(ds[1]["input_ids"]) == 64
+    with pytest.raises(IndexError):
+        ds[2]
+    with pytest.raises(ValueError, match="raise data.max_seq_len"):
+        EpochDataset(rows[1:2], tok, max_len=64)
+
+
+def test_bad_rows_name_their_file_and_index(tmp_path, tok):
+    (tmp_path / "a.jsonl").write_text(json.dumps(conv("p", "a")) + "\n" +
+                                      json.dumps({"messages": [{"role": "user", "content": "no answer"}]}) + "\n")
+    rows, origins = load_rows([str(tmp_path)])
+    assert origins == [f"{tmp_path / 'a.jsonl'}#0", f"{tmp_path / 'a.jsonl'}#1"]
+    assert detect_kind(rows) == "sft"
+    with pytest.raises(ValueError, match=r"a\.jsonl#1: the conversation has no assistant message"):
+        EpochDataset(rows, tok, 64, origins=origins)
+    with pytest.raises(FileNotFoundError, match="matches no file"):
+        data_files([str(tmp_path / "*.parquet")])
+    with pytest.raises(ValueError, match="needs a 'pool' column"):
+        detect_kind(rows, "rft")
+
+
+def test_rft_draws_a_member_per_epoch(tok):
+    rows = [{"prompt": f"p{i}", "pool": [f"first{i}", f"second{i}", f"third{i}"]} for i in range(3)]
+    calls = []
+
+    def draw_epoch(rows, epoch, seed):
+        calls.append((epoch, seed))
+        return [conv(r["prompt"], r["pool"][(epoch + seed) % 3]) for r in rows]
+
+    assert detect_kind(rows) == "rft"
+    ds = EpochDataset(rows, tok, 64, kind="rft", seed=1, drawer=draw_epoch)
+    assert [target(tok, ds[i]) for i in range(3)] == ["second0", "second1", "second2"]
+    ds.set_epoch(1)
+    assert [target(tok, ds[i]) for i in range(3)] == ["third0", "third1", "third2"]
+    ds.set_epoch(1)  # same epoch: no redraw
+    assert calls == [(0, 1), (1, 1)] and len(ds) == 3
+    assert ds.to_hf()[0]["labels"] == ds[0]["labels"]
