@@ -1,4 +1,4 @@
-"""`musacoder train sft` through `musacoder.rl.cli.register`, the example config, errors, and LoRA merged into final/."""
+"""`musacoder train sft` through `musacoder.rl.cli.register`: the example config, errors, LoRA merged into final/."""
 
 import json
 from pathlib import Path
