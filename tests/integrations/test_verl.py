@@ -1,0 +1,241 @@
+"""verl 0.9 integration: the reward function and the agent loop against a live service (keyword fake verifier) and
+a fake model server; MirrorPop inside verl's rejection step. Tests that need verl skip without it."""
+
+import asyncio
+from pathlib import Path
+import pytest
+import torch
+
+from musacoder.integrations.verl import GroupRetry, compute_score, episode_reward, TurnResult
+from musacoder.rl.mirrorpop import mirrorpop_keep
+from musacoder.rl.primeecho import primeecho_reward
+
+
+# ---- the reward function (no verl needed) --------------------------------------------------------------------------
+def test_compute_score_calls_the_service(service):
+    url, fake = service
+
+    async def many():
+        rows = [("```python\nPASS\n```", "level1/19_ReLU"), ("HALF", "level1/19_ReLU"), ("junk", "level1/20_Other")]
+        return await asyncio.gather(*(compute_score("kernelbench", s, gt, {"backend": "cpu"}, service_url=url)
+                                      for s, gt in rows))
+
+    passed, half, junk = asyncio.run(many())
+    assert passed == {"score": 1.5, "acc": 1.0, "pass_fraction": 1.0, "speedup": 2.0, "compiled": 1.0,
+                      "legal": 1.0, "infra_error": 0.0}
+    assert half["score"] == -0.25 and half["acc"] == 0.0 and half["pass_fraction"] == 0.5
+    assert junk["score"] == -1.0 and junk["infra_error"] == 0.0
+    assert sorted(t for t, _ in fake.seen) == ["level1/19_ReLU", "level1/19_ReLU", "level1/20_Other"]
+
+
+def test_compute_score_with_the_task_inline_and_an_unknown_task(service):
+    url, fake = service
+    relu = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "relu.py"
+
+    got = asyncio.run(compute_score("kernelbench", "PASS", relu.read_text(), {"task_name": "level1/19_ReLU"},
+                                    service_url=url))
+    assert got["score"] == 1.5 and fake.seen[-1][0] == "19_ReLU"
+    # a task the service does not know: infra_error, scored infra_score (the response was never judged)
+    bad = asyncio.run(compute_score("kernelbench", "PASS", "level1/99_Missing", {}, service_url=url, infra_score=0.0))
+    assert bad == {"score": 0.0, "acc": 0.0, "pass_fraction": 0.0, "speedup": 0.0, "compiled": 0.0, "legal": 0.0,
+                   "infra_error": 1.0}
+
+
+def test_episode_reward_is_primeecho():
+    turns = [TurnResult(-0.25, False, "incorrect", ""), TurnResult(1.5, True, "ok", "")]
+    assert episode_reward(turns, True, 0.75, (0.2, 0.1), 0.0) == pytest.approx(0.75 * -0.25 + 0.25 * 1.5 + 0.1)
+    assert episode_reward(turns, False, 0.75, (0.2, 0.1), 0.0) == 1.5
+    assert episode_reward([TurnResult(0.0, False, "infra_error", "")], True, 0.75, (0.2,), 0.0) == 0.0
+
+
+def test_group_retry_buffers_failed_groups_and_replays_them_to_the_whole_group():
+    retry = GroupRetry(group_size=2, capacity=4, replay_prob=1.0, max_replays=1)
+    assert retry.start("g1") is None  # empty buffer: the group runs its own prompt
+    assert not retry.finish("g1", "task-a", "write relu", -1.0, False, "bad", "no code")
+    assert retry.finish("g1", "task-a", "write relu", -0.25, False, "half", "2/4 passed")
+    assert len(retry.buffer) == 1
+    e = retry.start("g2")
+    assert e.task == "task-a" and e.failed_response == "half" and e.feedback == "2/4 passed" and e.replays == 0
+    assert retry.start("g2") is e  # the group's second sample repairs the same failure
+    retry.finish("g2", "task-b", "other", -1.0, False, "x", "y")
+    assert retry.finish("g2", "task-b", "other", -1.0, False, "x", "y")  # failed again: back in, replays 1
+    again = retry.start("g3")
+    assert again.task == "task-a" and again.prompt == "write relu" and again.replays == 1
+    retry.finish("g3", "t", "p", -1.0, False, "x", "y")
+    assert not retry.finish("g3", "t", "p", -1.0, False, "x", "y")  # max_replays spent
+    retry.start("g4")
+    retry.finish("g4", "t", "p", 1.5, True, "ok", "")
+    assert not retry.finish("g4", "t", "p", -1.0, False, "x", "y") and len(retry.buffer) == 0  # a pass: no retry
+
+
+# ---- MirrorPop in verl's rejection step ----------------------------------------------------------------------------
+def test_mirrorpop_option_in_verls_rollout_correction():
+    pytest.importorskip("verl")
+    from verl.trainer.ppo import rollout_corr_helper as helper
+
+    from musacoder.integrations.verl import install_mirrorpop
+
+    assert install_mirrorpop() and install_mirrorpop()  # idempotent
+    log_ratio = torch.tensor([[1.0, -1.0, 0.0], [0.1, -0.1, 0.05], [0.3, 0.3, 9.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 1, 0]])
+    got, metrics = helper.compute_rollout_rejection_mask(log_ratio, mask, "mirrorpop", 0.5)
+    keep = mirrorpop_keep(log_ratio, torch.zeros_like(log_ratio), mask, 0.5)
+    assert keep.tolist() == [False, True, True]  # |+1|,|-1| → mean 1 > δ although the signed mean is 0
+    assert torch.equal(got, mask * keep.unsqueeze(-1))
+    assert metrics["rollout_rs_mirrorpop_seq_masked_fraction"] == pytest.approx(1 / 3)
+    # verl's signed-mean option keeps the first sequence: it cannot express MirrorPop
+    signed, _ = helper.compute_rollout_rejection_mask(log_ratio, mask, "seq_mean_k1", str(float(torch.e ** 0.5)))
+    assert signed[0].sum() == 2
+    # composed with a verl option (each with its own threshold), and reached through verl's own caller
+    both, _ = helper.compute_rollout_rejection_mask(log_ratio, mask, "mirrorpop,token_k2", "0.5,0.02")
+    assert both.tolist() == [[0, 0, 0], [1, 1, 1], [0, 0, 0]]
+    old = torch.randn(3, 3)
+    _, full_mask, m = helper.compute_rollout_correction_and_rejection_mask(
+        old_log_prob=old, rollout_log_prob=old - log_ratio, response_mask=mask, rollout_is=None,
+        rollout_is_threshold=None, rollout_rs="mirrorpop", rollout_rs_threshold=0.5)
+    assert torch.equal(full_mask, got) and "rollout_corr/rollout_rs_mirrorpop_mean" in m
+
+
+# ---- the agent loop against a fake model server --------------------------------------------------------------------
+def _tokenizer():
+    pytest.importorskip("tokenizers")
+    import string
+
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<unk>", "<pad>", "<|im_start|>", "<|im_end|>"]
+    vocab = {t: i for i, t in enumerate(specials + list(string.printable))}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("[\\s\\S]"), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>",
+                                   additional_special_tokens=["<|im_start|>", "<|im_end|>"])
+    fast.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    return fast
+
+
+class FakeModelServer:
+    """verl's LLM server client: answers turn k of a conversation with `script[k-1]`, log-prob −0.5 per token, and
+    records the prompt of every call."""
+
+    def __init__(self, tokenizer, script):
+        self.tokenizer, self.script = tokenizer, script
+        self.prompts: list[str] = []
+        self.calls: dict[str, int] = {}
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kw):
+        from verl.workers.rollout.replica import TokenOutput
+
+        text = self.tokenizer.decode(prompt_ids)
+        self.prompts.append(text)
+        turn = text.count("<|im_start|>assistant")
+        reply = self.script(text)[turn - 1] if callable(self.script) else self.script[turn - 1]
+        ids = self.tokenizer.encode(reply + "<|im_end|>", add_special_tokens=False)
+        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), stop_reason="completed")
+
+
+def _loop(tokenizer, server, url, n=2, **options):
+    pytest.importorskip("verl")
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+
+    from musacoder.integrations import verl as integ
+
+    integ._RETRY.clear()
+    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 8192, "response_length": 8192,
+                                                              "n": n}}, "data": {}})
+    return integ.MooreEvalAgentLoop(trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=tokenizer,
+                                    processor=None, dataset_cls=None, data_config=DictConfigWrap(cfg.data),
+                                    service_url=url, **options)
+
+
+def _row(task="level1/19_ReLU", prompt="Write ModelNew for ReLU."):
+    return {"raw_prompt": [{"role": "user", "content": prompt}], "reward_model": {"ground_truth": task},
+            "extra_info": {"backend": "cpu"}}
+
+
+def _spans(tokenizer, out):
+    """(text of mask-1 tokens, text of mask-0 tokens) of an AgentLoopOutput's response."""
+    ones = [t for t, m in zip(out.response_ids, out.response_mask) if m == 1]
+    zeros = [t for t, m in zip(out.response_ids, out.response_mask) if m == 0]
+    return tokenizer.decode(ones), tokenizer.decode(zeros)
+
+
+def test_agent_loop_primeecho_masks_feedback_and_later_turns(service):
+    url, fake = service
+    tok = _tokenizer()
+    server = FakeModelServer(tok, ["<think>secret plan</think>HALF", "fixed: PASS"])
+    out = asyncio.run(_run(lambda: _loop(tok, server, url), _row()))
+    assert out.reward_score == pytest.approx(primeecho_reward([-0.25, 1.5], [False, True], 0.75, (0.2, 0.1)))
+    assert out.num_turns == 4 and out.extra_fields["turn_scores"] == [-0.25, 1.5]
+    trained, masked = _spans(tok, out)
+    assert trained == "<think>secret plan</think>HALF<|im_end|>"  # PrimeEcho: the first response only
+    assert "=== System Feedback for Round 1 ===" in masked and "fixed: PASS" in masked
+    assert len(out.response_logprobs) == len(out.response_ids) == len(out.response_mask)
+    assert [lp for lp, m in zip(out.response_logprobs, out.response_mask) if m] == [-0.5] * len(tok.encode(trained))
+    assert "secret plan" not in server.prompts[1] and "HALF" in server.prompts[1]  # earlier thinking stripped
+    info = out.extra_fields["reward_extra_info"]
+    assert info["first_score"] == -0.25 and info["best_score"] == 1.5 and info["pass_turn"] == 2.0
+    assert [c for _, c in fake.seen] == ["<think>secret plan</think>HALF", "fixed: PASS"]
+
+
+def test_agent_loop_all_turns_trains_every_response_but_not_feedback(service):
+    url, _ = service
+    tok = _tokenizer()
+    server = FakeModelServer(tok, ["junk", "HALF", "still HALF"])
+    out = asyncio.run(_run(lambda: _loop(tok, server, url, loss_turns="all", primeecho=False), _row()))
+    trained, masked = _spans(tok, out)
+    assert trained == "junk<|im_end|>HALF<|im_end|>still HALF<|im_end|>"
+    assert masked.count("=== System Feedback for Round") == 2 and "junk" not in masked
+    assert out.reward_score == -0.25 and out.extra_fields["turn_scores"] == [-1.0, -0.25, -0.25]
+    # the trajectory is what the model saw: each turn's prompt is the trajectory so far
+    assert tok.decode(out.prompt_ids) + tok.decode(out.response_ids) == \
+        server.prompts[2] + "still HALF<|im_end|>"
+
+
+def test_agent_loop_replays_a_failed_group_as_a_repair_prompt(service):
+    """Buffered Dynamic Retry: a group (n=2) whose samples all failed comes back, to a later group, as a repair
+    prompt with its task, failed answer and feedback; the replayed task is the one verified."""
+    pytest.importorskip("verl")
+    url, fake = service
+    tok = _tokenizer()
+    server = FakeModelServer(tok, lambda prompt: ["PASS" if "previous answer" in prompt else "junk"])
+    options = dict(max_turns=1, retry_prob=1.0)
+    from musacoder.integrations import verl as integ
+
+    integ._RETRY.clear()  # a fresh retry state for this process
+    first = asyncio.run(_run_pair(tok, server, url, _row("level1/19_ReLU", "Write ReLU."), **options))
+    assert [o.reward_score for o in first] == [-1.0, -1.0]
+    assert all(o.extra_fields["reward_extra_info"]["replay"] == 0.0 for o in first)
+    second = asyncio.run(_run_pair(tok, server, url, _row("level1/20_Other", "Write Other."), **options))
+    assert [o.reward_score for o in second] == [pytest.approx(1.5 + 0.2)] * 2  # a pass at turn 1: b₁
+    assert all(o.extra_fields["reward_extra_info"]["replay"] == 1.0 for o in second)
+    assert "A previous answer to this task failed" in server.prompts[-1] and "Write ReLU." in server.prompts[-1]
+    assert "junk" in server.prompts[-1] and "No code block found." in server.prompts[-1]
+    assert [t for t, _ in fake.seen[-2:]] == ["level1/19_ReLU", "level1/19_ReLU"]  # the buffered task, not 20
+
+
+def _loop_keep_retry(tok, server, url, **options):
+    """A loop sharing the process's retry state (no reset)."""
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+
+    from musacoder.integrations import verl as integ
+
+    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 8192, "response_length": 8192,
+                                                              "n": 2}}, "data": {}})
+    return integ.MooreEvalAgentLoop(trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=tok,
+                                    processor=None, dataset_cls=None, data_config=DictConfigWrap(cfg.data),
+                                    service_url=url, **options)
+
+
+async def _run(make, row):
+    """Run one episode; the loop is made inside the running event loop, as verl's worker makes it."""
+    return await make().run({"temperature": 1.0}, **row)
+
+
+async def _run_pair(tok, server, url, row, **options):
+    return await asyncio.gather(*(_run(lambda: _loop_keep_retry(tok, server, url, **options), row)
+                                  for _ in range(2)))
