@@ -133,3 +133,9 @@ def test_rft_redraws_each_epoch_and_resumes(tmp_path, monkeypatch):
     logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in logged if "loss" in r] == [1, 2]  # step 1 was not trained again
     assert sorted(p.name for p in (tmp_path / "run").glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+
+    draws.clear()
+    fresh = longer.model_copy(update={"run": longer.run.model_copy(update={"resume": False})})
+    train_from_config(fresh)  # both epochs again; the log starts over
+    logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert draws == [0, 1] and [r["step"] for r in logged if "loss" in r] == [1, 2]

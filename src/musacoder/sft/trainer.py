@@ -172,7 +172,12 @@ def train_from_config(cfg: SFTConfig, *, model=None, tokenizer=None) -> dict[str
         # SFTTrainer only accepts a `datasets.Dataset`, which cannot change between epochs; the dataloader is built
         # in train() from `trainer.train_dataset`, and accelerate calls its `set_epoch` before each epoch.
         trainer.train_dataset = dataset
-    result = trainer.train(resume_from_checkpoint=resume_point(cfg))
-    final = save_final(trainer.model, tokenizer, out_dir)
+    resume = resume_point(cfg)
+    if resume is None:  # a fresh run does not append to an earlier run's log
+        (out_dir / "metrics.jsonl").unlink(missing_ok=True)
+    result = trainer.train(resume_from_checkpoint=resume)
+    final = out_dir / "final"
+    if trainer.is_world_process_zero():
+        save_final(trainer.model, tokenizer, out_dir)
     return {"final": str(final), "log_history": trainer.state.log_history, "data": {"kind": kind, **dataset.stats},
             "train_loss": result.training_loss}
