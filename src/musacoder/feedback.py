@@ -32,7 +32,7 @@ def trim_compiler_log(log: str, max_lines: int = _MAX_LOG_LINES) -> str:
 
 
 def _short_path(line: str) -> str:
-    return re.sub(r"/\S*/(main\.cpp|cuda\.cu|[\w.-]+\.(?:cpp|cu|h|cuh))", r"\1", line)[:300]
+    return re.sub(r"/\S*/(main\.cpp|cuda\.cu|musa\.mu|[\w.-]+\.(?:cpp|cu|h|cuh|mu|muh))", r"\1", line)[:300]
 
 
 def render_feedback(v: Verdict, round_index: int | None = None) -> str:

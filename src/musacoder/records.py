@@ -10,7 +10,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, model_validator
 
-Backend = Literal["cpu", "triton", "cuda"]
+Backend = Literal["cpu", "triton", "cuda", "musa"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
 
 Status = Literal[

@@ -27,7 +27,7 @@ def test_prompt_per_backend(backend, fixture_tasks):
 def test_few_shot_examples_extract_with_their_backend(backend):
     cand = extract_code(f"```python\n{EXAMPLE_SOLUTIONS[backend]}```")
     assert cand.extract_error is None and cand.backend == backend
-    assert set(backends()) == {"cuda", "triton", "cpu"}
+    assert set(backends()) == {"cuda", "triton", "cpu", "musa"}
 
 
 def test_feedback_and_conversation_strip_think():

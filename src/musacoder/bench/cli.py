@@ -27,7 +27,7 @@ def bench(
     suite: Annotated[str, typer.Option(help="kernelbench:level1[,level2,…], kernelbench, examples or dir:PATH.")] = "kernelbench:level1",
     kernelbench_dir: Annotated[Optional[str], typer.Option(envvar="KERNELBENCH_DIR", help="KernelBench root with level1/ … (default $KERNELBENCH_DIR).")] = None,
     tasks: Annotated[Optional[str], typer.Option(help="Comma-separated globs on task names, e.g. '1_*,19_ReLU'.")] = None,
-    backend: Annotated[str, typer.Option(help="cuda, triton or cpu.")] = "cuda",
+    backend: Annotated[str, typer.Option(help="cuda, triton, cpu or musa (MUSA: needs torch_musa; eager baseline only).")] = "cuda",
     samples: Annotated[int, typer.Option(min=1, help="Samples per task (k).")] = 8,
     turns: Annotated[int, typer.Option(min=1, help="Most responses per sample; feedback between turns.")] = 3,
     keep_optimizing: Annotated[bool, typer.Option(help="Continue after a passing turn instead of stopping.")] = False,
@@ -61,6 +61,10 @@ def bench(
     console = Console()
     try:
         verifier = None
+        if backend == "musa" and not verifier_url:  # refuse now, with the reason, rather than per verdict
+            from musacoder.judge.devices import require_backend
+
+            require_backend("musa")
         if verifier_url:  # `workers` is then how many jobs the client keeps queued: at least the server's --workers
             from musacoder.client import RemoteVerifier
 

@@ -58,9 +58,14 @@ class BenchConfig(BaseModel):
         from musacoder.config import VerifyConfig
 
         fields = dict(self.verify)
-        # torch.compile faster-rate is a headline metric on GPUs; on CPU it is slow, so opt-in there
-        fields.setdefault("time_compile_baseline", self.backend != "cpu")
-        return VerifyConfig(**fields)
+        # torch.compile faster-rate is a headline metric on GPUs; on CPU it is slow, so opt-in there; MUSA has no
+        # torch.compile, so a musa run reports against eager only
+        fields.setdefault("time_compile_baseline", self.backend not in ("cpu", "musa"))
+        cfg = VerifyConfig(**fields)
+        from musacoder.judge.devices import check_musa_config
+
+        check_musa_config(self.backend, cfg.baseline, cfg.time_compile_baseline)
+        return cfg
 
 
 class ResumeError(RuntimeError):

@@ -31,6 +31,7 @@ from typing import NamedTuple
 _perf_ns = time.perf_counter_ns  # captured at import, before candidate code exists
 _EVENT = None
 _SLEEP = None
+_CAPTURED: dict[str, tuple] = {}  # other device families ("musa": torch.musa.Event, torch.musa._sleep)
 
 # Timed CUDA regions start behind a ~200 us GPU spin (at about 2 GHz) so the host's launch latency of the timed call is
 # hidden, as it would be in a stream of work; whatever the call's host side costs beyond that is still counted.
@@ -39,19 +40,34 @@ PREROLL_CYCLES = 400_000
 MIN_TIMED_MS = 1e-3
 
 
-def capture(torch) -> None:
-    """Keep torch.cuda.Event and torch.cuda._sleep as they are now (call before any candidate code is imported)."""
+def capture(torch, family: str = "cuda") -> None:
+    """Keep torch.cuda.Event and torch.cuda._sleep (torch.musa's for family "musa", from torch_musa) as they are now
+    (call before any candidate code is imported)."""
     global _EVENT, _SLEEP
-    _EVENT, _SLEEP = torch.cuda.Event, torch.cuda._sleep
+    if family == "cuda":
+        _EVENT, _SLEEP = torch.cuda.Event, torch.cuda._sleep
+    else:
+        mod = getattr(torch, family)
+        _CAPTURED[family] = (mod.Event, mod._sleep)
 
 
-def _event_class(torch):
+def _event_class(torch, family: str = "cuda"):
+    if family != "cuda":
+        return _CAPTURED[family][0] if family in _CAPTURED else getattr(torch, family).Event
     return _EVENT or torch.cuda.Event
 
 
-def cuda_sleep(torch):
-    """torch.cuda._sleep (a GPU spin of N cycles) as it was before the candidate was imported."""
+def cuda_sleep(torch, family: str = "cuda"):
+    """torch.cuda._sleep (a GPU spin of N cycles; torch.musa._sleep for "musa") as it was before the candidate was
+    imported."""
+    if family != "cuda":
+        return _CAPTURED[family][1] if family in _CAPTURED else getattr(torch, family)._sleep
     return _SLEEP or torch.cuda._sleep
+
+
+def device_family(device: str) -> str | None:
+    """"cuda" or "musa" for a GPU device string, None for the CPU."""
+    return "cuda" if device.startswith("cuda") else "musa" if device.startswith("musa") else None
 
 
 class Region(NamedTuple):
@@ -62,17 +78,19 @@ class Region(NamedTuple):
     stream_ms: float
 
 
-def cuda_region(torch, fn, args):
-    """One timed CUDA region (module docstring, step 1). Returns (Region, output)."""
-    torch.cuda.synchronize()
-    event = _event_class(torch)
+def cuda_region(torch, fn, args, family: str = "cuda"):
+    """One timed CUDA region (module docstring, step 1; the same on MUSA with torch.musa's events and spin). Returns
+    (Region, output)."""
+    runtime = getattr(torch, family)
+    runtime.synchronize()
+    event = _event_class(torch, family)
     start, on_stream, end = event(enable_timing=True), event(enable_timing=True), event(enable_timing=True)
-    cuda_sleep(torch)(PREROLL_CYCLES)
+    cuda_sleep(torch, family)(PREROLL_CYCLES)
     start.record()
     with torch.no_grad():
         out = fn(*args)
     on_stream.record()
-    torch.cuda.synchronize()
+    runtime.synchronize()
     end.record()
     end.synchronize()
     return Region(start.elapsed_time(end), start.elapsed_time(on_stream)), out
@@ -84,7 +102,8 @@ class Timer:
     the profiler's device time is measured from the same cold L2 as the timed rounds."""
 
     def __init__(self, torch, device: str, l2_flush_bytes: int = 256 << 20):
-        self.torch, self.cuda = torch, device.startswith("cuda")
+        self.torch, self.family = torch, device_family(device)
+        self.cuda = self.family is not None  # a GPU (CUDA or MUSA): device events, not the host clock
         self.scratch = torch.empty(l2_flush_bytes, dtype=torch.uint8, device=device) if self.cuda else None
 
     def flush(self) -> None:
@@ -95,7 +114,9 @@ class Timer:
         torch = self.torch
         if self.cuda:
             self.flush()
-            return cuda_region(torch, fn, args)
+            if self.family == "cuda":
+                return cuda_region(torch, fn, args)
+            return cuda_region(torch, fn, args, self.family)
         t0 = _perf_ns()
         with torch.no_grad():
             out = fn(*args)
@@ -110,8 +131,8 @@ class RoundTrip:
     MAX_MS = 0.15  # R never exceeds this, however busy the host (a longer round trip is charged: the safe direction)
     CYCLES_PER_MS = 1.98e6  # the spin's first guess (an H200's SM clock); then measured from the spins themselves
 
-    def __init__(self, torch):
-        self.torch = torch
+    def __init__(self, torch, family: str = "cuda"):
+        self.torch, self.family = torch, family
         self.gaps: list[float] = []
         self.rates: list[float] = []
 
@@ -121,7 +142,10 @@ class RoundTrip:
             return
         rate = statistics.median(self.rates) if self.rates else self.CYCLES_PER_MS
         cycles = int(min(max(statistics.median(cand_stream_ms), 1e-3) * rate, 2**31 - 1))
-        t, _ = cuda_region(self.torch, cuda_sleep(self.torch), (cycles,))
+        if self.family == "cuda":
+            t, _ = cuda_region(self.torch, cuda_sleep(self.torch), (cycles,))
+        else:
+            t, _ = cuda_region(self.torch, cuda_sleep(self.torch, self.family), (cycles,), self.family)
         self.gaps.append(max(0.0, t.device_ms - t.stream_ms))
         if t.stream_ms > 0.01:
             self.rates.append(cycles / t.stream_ms)

@@ -9,13 +9,16 @@ import re
 # Module imports a candidate may use. Everything else (sys, gc, inspect, ctypes, threading, time, …) is illegal.
 ALLOWED_IMPORTS = {
     "torch", "triton", "math", "typing", "os", "functools", "itertools", "operator", "numbers", "dataclasses",
-    "collections", "enum", "__future__", "warnings", "typing_extensions",
+    "collections", "enum", "__future__", "warnings", "typing_extensions", "torch_musa",
 }
 # Sub-packages of allowed imports that are still off limits (introspection, graph capture, fallbacks).
 FORBIDDEN_MODULE_PREFIXES = (
     "torch._", "torch.profiler", "torch.autograd", "torch.library", "torch.jit", "torch.compiler", "torch.fx",
     "torch.cuda.graphs", "torch.utils.benchmark", "torch.testing", "torch.multiprocessing", "torch.distributed",
     "torch.backends", "torch.ops", "torch.export", "torch.overrides", "torch.utils._python_dispatch",
+    # torch_musa (the musa backend) may only be imported to register the device and for its extension builder
+    "torch_musa._", "torch_musa.core", "torch_musa.profiler", "torch_musa.distributed", "torch_musa.musa_graph",
+    "torch_musa.utils.compare_tool", "torch_musa.utils.ext_loader", "torch.musa.graphs",
 )
 # Attributes of allowed modules that may never be referenced (introspection and escape hatches).
 FORBIDDEN_ATTRS = {
@@ -39,6 +42,8 @@ TORCH_PLUMBING = {
 TORCH_SUBMODULE_PLUMBING = {
     ("cuda",): {"current_device", "synchronize", "is_available", "device_count", "current_stream", "get_device_name",
                 "get_device_capability", "device", "set_device"},
+    ("musa",): {"current_device", "synchronize", "is_available", "device_count", "current_stream", "get_device_name",
+                "get_device_capability", "device", "set_device"},
     ("utils", "cpp_extension"): {"load_inline"},
 }
 # Tensor methods allowed in the forward path (views, allocation, metadata, casts, copies).
@@ -47,7 +52,7 @@ TENSOR_PLUMBING = {
     "view", "view_as", "reshape", "reshape_as", "permute", "transpose", "t", "T", "mT", "squeeze", "unsqueeze",
     "expand", "expand_as", "flatten", "unflatten", "contiguous", "is_contiguous", "clone", "copy_", "detach",
     "new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided", "zero_", "fill_", "to", "type", "float",
-    "half", "bfloat16", "double", "int", "long", "bool", "cuda", "cpu", "is_cuda", "device", "dtype", "get_device",
+    "half", "bfloat16", "double", "int", "long", "bool", "cuda", "musa", "cpu", "is_cuda", "device", "dtype", "get_device",
     "select", "narrow", "as_strided", "split", "chunk", "unbind", "movedim", "requires_grad_", "is_floating_point",
     "type_as", "broadcast_to", "storage", "untyped_storage", "data", "weight", "bias",
 }
@@ -67,6 +72,7 @@ THREAD_STREAM_NAMES = {
     "ExternalStream", "record_stream", "CUDAGraph", "graph", "make_graphed_callables", "Event",
 }
 VENDOR_PATTERNS = re.compile(r"\b(cublas\w*|cublasLt\w*|cudnn\w*|cusparse\w*|cufft\w*|cusolver\w*|hipblas\w*|miopen\w*|"
+                             r"mublas\w*|mudnn\w*|musparse\w*|mufft\w*|musolver\w*|"
                              r"cblas_\w+|mkl_\w+|mkl\.h|dnnl\w*|openblas\w*|lapack\w*)\b", re.I)
 # CUDA helpers a kernel wrapper legitimately takes from the at::cuda namespace; the rest of it (at::cuda::mm …) are
 # ATen ops that bypass the dispatcher and so the profiler.

@@ -320,9 +320,10 @@ class _ForwardPath:
 
 
 def _check_native_build(an: R.Resolver, backend: str, allow_vendor_libs: bool) -> list[str]:
-    """The cpu/cuda backends build with load_inline: C++ only for cpu, CUDA sources for cuda, no vendor link flags."""
+    """The cpu/cuda/musa backends build with load_inline: C++ only for cpu, CUDA sources for cuda, MUSA sources
+    (torch_musa.utils.musa_extension.load_inline(musa_sources=...)) for musa, no vendor link flags."""
     v = []
-    if backend not in ("cpu", "cuda"):
+    if backend not in ("cpu", "cuda", "musa"):
         return v
     if not an.load_inline_calls:
         v.append(f"backend {backend}: no torch.utils.cpp_extension.load_inline(...) call builds a native kernel")
@@ -332,6 +333,9 @@ def _check_native_build(an: R.Resolver, backend: str, allow_vendor_libs: bool) -
             v.append(f"line {call.lineno}: the cpu backend builds C++ only (cpp_sources); cuda_sources given")
         if backend == "cuda" and "cuda_sources" not in kws:
             v.append(f"line {call.lineno}: the cuda backend needs cuda_sources in load_inline")
+        if backend == "musa" and "musa_sources" not in kws:
+            v.append(f"line {call.lineno}: the musa backend needs musa_sources in load_inline "
+                     "(torch_musa.utils.musa_extension.load_inline)")
         for kw in call.keywords:
             if kw.arg == "extra_ldflags" and VENDOR_PATTERNS.search(ast.unparse(kw.value)) and not allow_vendor_libs:
                 v.append(f"line {call.lineno}: linking vendor libraries ({ast.unparse(kw.value)}) is not allowed "
@@ -352,9 +356,10 @@ def _extension_names(tree: ast.Module, an: R.Resolver) -> list[str]:
 def _kernel_defs(tree: ast.Module, an: R.Resolver, backend: str, native: str) -> tuple[list[str], list[str]]:
     """The kernels the code defines for its backend (CUDA `__global__` names, extension names, Triton kernels), and
     the violation when there are none."""
-    if backend == "cuda":
+    if backend in ("cuda", "musa"):
         defs = kernel_names(native)
-        return defs, [] if defs else ["backend cuda: no __global__ kernel is defined in the CUDA sources"]
+        return defs, [] if defs else [f"backend {backend}: no __global__ kernel is defined in the "
+                                      f"{backend.upper()} sources"]
     if backend == "triton":
         defs = sorted(an.triton_kernels)
         return defs, [] if defs else ["backend triton: no @triton.jit kernel is defined"]
@@ -406,6 +411,10 @@ def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> St
         v.append("ModelNew has no forward method")
     v += _check_native_build(an, backend, allow_vendor_libs)
     native = _native_sources(tree)
+    if backend == "musa":  # the native rules are written against CUDA names; MUSA's are read as those
+        from musacoder.port.cpp import musa_names_as_cuda
+
+        native = musa_names_as_cuda(native)
     rep.kernel_defs, missing = _kernel_defs(tree, an, backend, native)
     v += missing
     v += _check_kernel_presence(rep, bool(path.functions), backend)

@@ -136,3 +136,21 @@ def _map_code_skip_includes(code: str, report: PortReport) -> str:
         pos = m.end()
     pieces.append(_map_code(code[pos:], report))
     return "".join(pieces)
+
+
+# MUSA spellings read back as CUDA ones, for rules written against CUDA names (the legality patterns): the table's
+# MUSA names plus the family prefixes (musaXxx, mublas*, mudnn*, …) so names outside the table are covered too.
+_MUSA_BACK = [(re.compile(r"\b(c10|at)::musa::"), r"at::cuda::"), (re.compile(r"\bmusa([A-Z]\w*)"), r"cuda\1"),
+              (re.compile(r"\bmu(blas|blasLt|dnn|sparse|fft|solver|rand)"), r"cu\1"),
+              (re.compile(r"\bMU(BLAS|DNN|SPARSE|FFT|RAND)_"), r"CU\1_"),
+              (re.compile(r"\b(C10|AT|TORCH)_MUSA_"), r"\1_CUDA_"), (re.compile(r"MUSA(Stream|Guard|Event|Graph)"), r"CUDA\1"),
+              (re.compile(r"\b(getCurrent|getDefault|setCurrent)MUSA"), r"\1CUDA")]
+
+
+def musa_names_as_cuda(src: str) -> str:
+    """`src` with MUSA API names spelled as their CUDA counterparts (`musaMalloc` → `cudaMalloc`,
+    `c10::musa::MUSAStreamGuard` → `at::cuda::CUDAStreamGuard`, `mublasSgemm` → `cublasSgemm`), so checks written
+    for CUDA sources apply to MUSA sources too. Not a translation: the result is only ever matched, never built."""
+    for pattern, repl in _MUSA_BACK:
+        src = pattern.sub(repl, src)
+    return src

@@ -22,6 +22,15 @@ _BACKEND_RULES = {
         "`cuda_sources` holds the `__global__` kernels and their host launchers, `cpp_sources` the launchers' "
         "declarations, `functions` the names to bind.",
     ),
+    "musa": (
+        "MUSA C++ kernels for Moore Threads GPUs",
+        "Write the kernels in MUSA C++ (CUDA-like: `__global__` kernels, `musa_runtime.h`, `musaStream_t`, "
+        "`c10::musa::getCurrentMUSAStream()`, `c10::musa::OptionalMUSAGuard`, `C10_MUSA_KERNEL_LAUNCH_CHECK()`) and "
+        "build them inside the module with torch_musa's builder: `import torch_musa` and "
+        "`torch_musa.utils.musa_extension.load_inline(name=..., cpp_sources=..., musa_sources=..., functions=[...])`: "
+        "`musa_sources` holds the kernels and their host launchers, `cpp_sources` the launchers' declarations. "
+        "Tensors live on the `musa` device; check them with `.is_privateuseone()` in C++.",
+    ),
     "triton": (
         "Triton kernels",
         "Write the kernels in Triton (`@triton.jit` functions using `triton.language`) and launch them from "

@@ -134,4 +134,12 @@ class ModelNew(nn.Module):
         return out
 '''
 
-EXAMPLE_SOLUTIONS: dict[str, str] = {"cpu": _CPU, "cuda": _CUDA, "triton": _TRITON}
+def _musa_example() -> str:
+    """The CUDA example ported by the documented CUDA → MUSA table (musacoder.port), so the two stay in step."""
+    from musacoder.port.python import translate_python
+
+    return translate_python(_CUDA)[0].replace("expected CUDA tensors", "expected MUSA tensors") \
+        .replace("cuda_source", "musa_source")
+
+
+EXAMPLE_SOLUTIONS: dict[str, str] = {"cpu": _CPU, "cuda": _CUDA, "triton": _TRITON, "musa": _musa_example()}

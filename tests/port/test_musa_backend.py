@@ -1,0 +1,112 @@
+"""The musa backend's pieces that run without MUSA: refusal, devices, timing on torch.musa, legality, prompts, bench."""
+
+import contextlib
+import types
+from pathlib import Path
+
+import pytest
+
+from musacoder.judge import devices, timing
+from musacoder.legality.static import check_static
+from musacoder.port.kernelbench import port_source
+
+ROOT = Path(__file__).resolve().parents[2]
+RELU = ROOT / "benchmarks" / "candidates" / "cuda" / "level1" / "19_ReLU.py"
+
+
+def test_musa_refused_without_torch_musa(monkeypatch):
+    monkeypatch.delenv(devices.SHIM_ENV, raising=False)
+    monkeypatch.setitem(__import__("sys").modules, "torch_musa", None)  # import torch_musa → ImportError
+    with pytest.raises(devices.BackendUnavailable, match="backend musa needs torch_musa"):
+        devices.require_backend("musa")
+    devices.require_backend("cuda")  # other backends have no precondition here
+
+
+def test_shim_env_is_validated(monkeypatch):
+    monkeypatch.setenv(devices.SHIM_ENV, "rocm")
+    with pytest.raises(devices.BackendUnavailable):
+        devices.shim_target()
+    monkeypatch.setenv(devices.SHIM_ENV, "cuda")
+    assert devices.default_device("musa") == "cuda"
+    monkeypatch.delenv(devices.SHIM_ENV)
+    assert devices.default_device("musa") == "musa" and devices.default_device("cuda") == "cuda"
+
+
+def test_musa_has_no_compile_baseline():
+    with pytest.raises(ValueError, match="no torch.compile"):
+        devices.check_musa_config("musa", "compile", False)
+    with pytest.raises(ValueError):
+        devices.check_musa_config("musa", "eager", True)
+    devices.check_musa_config("musa", "eager", False)
+    devices.check_musa_config("cuda", "compile", True)
+
+
+def test_bench_musa_times_eager_only():
+    from musacoder.bench.runner import BenchConfig
+
+    cfg = BenchConfig(model="dir:/x", backend="musa").verify_config()
+    assert cfg.time_compile_baseline is False
+    with pytest.raises(ValueError):
+        BenchConfig(model="dir:/x", backend="musa", verify={"time_compile_baseline": True}).verify_config()
+    assert BenchConfig(model="dir:/x", backend="cuda").verify_config().time_compile_baseline is True
+
+
+def test_runtime_for_musa_uses_torch_musa(monkeypatch):
+    import torch
+
+    fake = types.SimpleNamespace(max_memory_reserved=lambda d: 7, synchronize=lambda d=None: None)
+    monkeypatch.setattr(torch, "musa", fake, raising=False)
+    rt = devices.runtime_for("musa:1")
+    assert rt.family == "musa" and rt.max_memory_reserved("musa:1") == 7
+    assert str(rt.profiler_activity).endswith("PrivateUse1")
+    assert devices.runtime_for("cuda:0").module is torch.cuda and devices.runtime_for("cpu") is None
+
+
+class _FakeEvent:
+    log: list = []
+
+    def __init__(self, enable_timing=False):
+        self.t = None
+
+    def record(self):
+        _FakeEvent.log.append("record")
+        self.t = len(_FakeEvent.log)
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, other):
+        return float(other.t - self.t)
+
+
+def test_timer_on_a_musa_device_uses_torch_musa_events():
+    calls = []
+    musa = types.SimpleNamespace(Event=_FakeEvent, _sleep=lambda c: calls.append(("sleep", c)),
+                                 synchronize=lambda: calls.append("sync"))
+    fake_torch = types.SimpleNamespace(musa=musa, no_grad=contextlib.nullcontext,
+                                       empty=lambda n, dtype=None, device=None: types.SimpleNamespace(zero_=lambda: None),
+                                       uint8=None)
+    timer = timing.Timer(fake_torch, "musa:0", l2_flush_bytes=16)
+    region, out = timer.timed(lambda x: x + 1, (1,))
+    assert out == 2 and timer.family == "musa"
+    assert ("sleep", timing.PREROLL_CYCLES) in calls and calls.count("sync") == 2
+    assert region.device_ms == 2.0 and region.stream_ms == 1.0
+
+
+def test_ported_candidate_is_legal_for_musa_and_musa_names_are_checked():
+    ported, _ = port_source(RELU.read_text(), "relu")
+    assert check_static(ported, "musa").violations == []
+    assert any("musa_sources" in v for v in check_static(RELU.read_text(), "musa").violations)
+    bad = ported.replace("const int threads = 256;", "const int threads = 256; float* q; musaMalloc(&q, 4);")
+    assert any("allocates device memory" in v for v in check_static(bad, "musa").violations)
+    bad = ported.replace("const int threads = 256;", "const int threads = 256; musaStream_t s; musaStreamCreate(&s);")
+    assert any("side streams" in v for v in check_static(bad, "musa").violations)
+
+
+def test_musa_prompt_asks_for_torch_musa_builder():
+    from musacoder.prompts import first_turn_messages
+
+    msgs = first_turn_messages("class Model: pass", "musa", few_shot=True)
+    user = msgs[1]["content"]
+    assert "musa_sources" in user and "torch_musa.utils.musa_extension" in user and "Moore Threads" in msgs[0]["content"]
+    assert "cuda_sources" not in user
