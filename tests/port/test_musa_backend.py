@@ -110,3 +110,12 @@ def test_musa_prompt_asks_for_torch_musa_builder():
     user = msgs[1]["content"]
     assert "musa_sources" in user and "torch_musa.utils.musa_extension" in user and "Moore Threads" in msgs[0]["content"]
     assert "cuda_sources" not in user
+
+
+def test_runtime_legality_counts_musa_kernels():
+    from musacoder.legality.runtime import analyse_events
+
+    ev = types.SimpleNamespace(name="ew_kernel", device_type="DeviceType.PrivateUse1", is_user_annotation=False,
+                               time_range=types.SimpleNamespace(elapsed_us=lambda: 250.0), cpu_parent=None)
+    rep = analyse_events([ev])
+    assert rep.device_kernels == ["ew_kernel"] and rep.device_time_ms == 0.25

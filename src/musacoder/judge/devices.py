@@ -39,16 +39,18 @@ def shim_target() -> str | None:
     return value
 
 
-def require_backend(backend: str) -> None:
+def require_backend(backend: str, load_shim: bool = True) -> None:
     """Raise BackendUnavailable when `backend` cannot run in this process. Only `musa` has a precondition:
-    torch_musa importable with a MUSA device visible (or the shim selected)."""
+    torch_musa importable with a MUSA device visible, or the shim selected (installed here when `load_shim`: the
+    candidate's worker needs it, the trusted process does not)."""
     if backend != "musa":
         return
     target = shim_target()
     if target is not None:
-        from musacoder.port.shim.torch_shim import install
+        if load_shim:
+            from musacoder.port.shim.torch_shim import install
 
-        install(target)
+            install(target)
         return
     try:
         import torch_musa  # noqa: F401 - registers torch.musa and the musa device

@@ -28,7 +28,8 @@ from musacoder.judge import forkserver, isolation, protocol
 from musacoder.judge.forkserver import ForkServerError, file_tail, kill_group
 
 ENV_KEEP_PREFIXES = ("CUDA", "NVIDIA", "TORCH", "TRITON", "LD_LIBRARY_PATH", "PATH", "CC", "CXX", "MAX_JOBS", "OMP_",
-                     "MKL_", "OPENBLAS_", "PYTHONPATH", "LANG", "LC_", "MUSACODER_", "NCCL_NVLS_ENABLE", "HIP", "ROCM")
+                     "MKL_", "OPENBLAS_", "PYTHONPATH", "LANG", "LC_", "MUSACODER_", "NCCL_NVLS_ENABLE", "HIP", "ROCM",
+                     "MUSA", "MTHREADS")  # MUSA_HOME, MUSA_VISIBLE_DEVICES, MTHREADS_VISIBLE_DEVICES (torch_musa)
 
 
 def isolation_prefix() -> tuple[str, ...]:

@@ -78,7 +78,8 @@ def analyse_events(events) -> RuntimeReport:
     seen = set()
     for ev in events:
         name = ev.name
-        if getattr(ev, "device_type", None) is not None and str(ev.device_type).endswith("CUDA"):
+        # device kernels: CUDA's, or MUSA's (torch_musa records them as the PrivateUse1 device)
+        if getattr(ev, "device_type", None) is not None and str(ev.device_type).endswith(("CUDA", "PrivateUse1")):
             if getattr(ev, "is_user_annotation", False):
                 continue  # a record_function range mirrored on the GPU timeline (it spans the kernels inside it)
             rep.device_kernels.append(name)
