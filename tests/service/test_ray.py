@@ -103,7 +103,9 @@ def test_jobs_spread_over_gpu_actors_and_a_lost_actor_is_retried(ray_cluster, ma
     other one; a job that kills every actor it runs on is infra_error once its attempts are spent."""
     from musacoder.service.ray_pool import RayPoolConfig, RayVerifier
 
-    pool = RayVerifier(RayPoolConfig(jobs_per_actor=1, max_attempts=2, verifier="ray_fakes:slow_verify"))
+    # max_restarts=0: a killed actor stays dead (restarts cost seconds each here; they are Ray's, not ours)
+    pool = RayVerifier(RayPoolConfig(jobs_per_actor=1, max_attempts=2, max_restarts=0,
+                                     verifier="ray_fakes:slow_verify"))
     with pool:
         assert [i["gpu_ids"] for i in pool._info] in ([[0], [1]], [[1], [0]])  # one logical GPU each
         from fastapi.testclient import TestClient
@@ -139,6 +141,11 @@ def test_jobs_spread_over_gpu_actors_and_a_lost_actor_is_retried(ray_cluster, ma
             stats = pool.stats()
             assert stats["retries"] == 1 and stats["exhausted"] == 0
             assert stats["per_actor"][str(1 - rank)] == 3
+
+        # the verifier raising is not a lost actor: no retry, the error reaches the job queue (an infra_error there)
+        with pytest.raises(ValueError, match="unknown backend 'bad'"):
+            pool(_task(), "bad", backend="cpu", config=VerifyConfig())
+        assert pool.stats()["retries"] == 1
 
         # a job that kills every actor it reaches: infra_error (the service's fault, no reward) after 2 attempts
         lost = pool(_task(), "die", backend="cpu", config=VerifyConfig())

@@ -360,7 +360,7 @@ class RayVerifier:
         self.start()
         cfg = config or VerifyConfig()
         ray = self._ray
-        from ray.exceptions import GetTimeoutError, RayError
+        from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
         with self._lock:
             self._stats["jobs"] += 1
@@ -379,6 +379,8 @@ class RayVerifier:
                     per = self._stats["per_actor"]
                     per[str(rank)] = per.get(str(rank), 0) + 1
                 return verdict
+            except RayTaskError as e:  # the verifier itself raised (e.g. an unusable argument): no other actor helps
+                raise e.as_instanceof_cause() from None
             except (RayError, GetTimeoutError) as e:  # the actor (or its node) died or hung: not the candidate
                 errors.append(f"actor {rank}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
                 tried.append(rank)
