@@ -1,10 +1,10 @@
-"""`musacoder data tasks` and `musacoder data decontam`. Heavy modules are imported inside the commands."""
+"""`musacoder data tasks|decontam|diagnose|mix|solutions|rft`. Heavy modules are imported inside the commands."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -78,8 +78,172 @@ def decontam(
     console.print(f"{flagged}/{len(rows)} contaminated (against {against}); report {report}")
 
 
+def _kv(pairs: Optional[list[str]], flag: str) -> dict[str, Any]:
+    """KEY=VALUE pairs, values parsed as JSON where they can be (`trials=2`, `time_candidate=false`)."""
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"{flag} {pair!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def diagnose(
+    tasks_dir: Annotated[Path, typer.Argument(help="Task folder to profile (searched recursively).")],
+    out: Annotated[Path, typer.Option(help="Folder for profiles.jsonl, diagnostic.jsonl and the set's tasks/.")],
+    per_family: Annotated[int, typer.Option(min=1, help="Most diagnostic tasks per operator family.")] = 4,
+    seed: Annotated[int, typer.Option(help="Seed of the choice within each family.")] = 0,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+) -> None:
+    """Profile each task's reference (torch.profiler, CPU) into operator families and copy a balanced diagnostic set
+    to OUT/tasks/; score a model on it with `musacoder bench --suite dir:OUT/tasks`. Runs the tasks' code."""
+    from rich.console import Console
+
+    from musacoder.data.mix import write_diagnostic
+
+    console = Console()
+    if not tasks_dir.is_dir():
+        console.print(f"[red]data diagnose: {tasks_dir} is not a folder of task files")
+        raise typer.Exit(2)
+    try:
+        chosen = write_diagnostic(tasks_dir, out, per_family=per_family, seed=seed, progress=not no_progress)
+    except ValueError as e:
+        console.print(f"[red]data diagnose: {e}", soft_wrap=True)
+        raise typer.Exit(2) from e
+    from collections import Counter
+
+    hist = Counter(p.family for p in chosen)
+    console.print(f"{len(chosen)} diagnostic tasks in {out / 'tasks'}: " + ", ".join(f"{k} {v}" for k, v in hist.items()))
+    console.print(f"next: musacoder bench --suite dir:{out / 'tasks'} --model SPEC --out RUN_DIR, then "
+                  f"musacoder data mix {tasks_dir} --bench RUN_DIR --out MIX_DIR", soft_wrap=True)
+
+
+def mix(
+    tasks_dir: Annotated[Path, typer.Argument(help="The training task pool to draw from (searched recursively).")],
+    bench: Annotated[Path, typer.Option(help="Run directory of `musacoder bench` on the diagnostic set.")],
+    out: Annotated[Path, typer.Option(help="Folder for weights.json, the mixed dataset mix/ and the drawn tasks/.")],
+    size: Annotated[int, typer.Option(min=1, help="Tasks to draw (with replacement).")] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed of the draws.")] = 0,
+    floor: Annotated[float, typer.Option(min=0.0, help="Weight a fully solved family keeps (see weights.json rule).")] = 0.1,
+    easy_scale: Annotated[float, typer.Option(min=0.0, help="Multiplier of the elementwise/activation family.")] = 0.5,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+) -> None:
+    """Per-family pass rates of a bench run → sampling weights (weak families up, easy elementwise down) → a mixed
+    task dataset. Writes OUT/weights.json, OUT/mix/data.parquet (+ README.md) and OUT/tasks/."""
+    from rich.console import Console
+
+    from musacoder.data.mix import build_mix
+
+    console = Console()
+    try:
+        doc = build_mix(tasks_dir, bench, out, size=size, seed=seed, floor=floor, easy_scale=easy_scale,
+                        progress=not no_progress)
+    except (ValueError, FileNotFoundError) as e:
+        console.print(f"[red]data mix: {e}", soft_wrap=True)
+        raise typer.Exit(2) from e
+    for f, info in doc["families"].items():
+        console.print(f"{f:14s} pass {info['pass_rate_used']:.2f}{'' if info['measured'] else ' (mean)'}  "
+                      f"share {info['share']:.3f}  tasks {info['tasks']}  draws {info['draws']}")
+    console.print(f"weights {out / 'weights.json'}; dataset {out / 'mix'}")
+
+
+_GEN_HELP = "Model spec: openai:BASE_URL#MODEL, vllm:PATH_OR_NAME, hf:PATH or dir:PATH."
+
+
+def solutions(
+    tasks_dir: Annotated[Path, typer.Argument(help="Task folder (KernelBench format), e.g. a mix's OUT/tasks.")],
+    model: Annotated[str, typer.Option(help=_GEN_HELP)],
+    out: Annotated[Path, typer.Option(help="Folder: run/ (the verified generations, resumable) and the datasets.")],
+    backend: Annotated[str, typer.Option(help="cuda, triton, cpu or musa.")] = "cuda",
+    samples: Annotated[int, typer.Option(min=1, help="Samples per task.")] = 4,
+    turns: Annotated[int, typer.Option(min=1, help="Most responses per sample (feedback between turns).")] = 3,
+    stop_on_pass: Annotated[bool, typer.Option(help="End a sample at its first accepted turn (no rewrites from later turns).")] = False,
+    metadata: Annotated[bool, typer.Option(help="Shape/stride/dtype metadata in the prompt.")] = True,
+    six_step: Annotated[bool, typer.Option(help="Ask for the six-step solution scheme.")] = True,
+    temperature: Annotated[float, typer.Option(min=0.0)] = 0.7,
+    max_tokens: Annotated[int, typer.Option(min=1)] = 16384,
+    seed: Annotated[int, typer.Option()] = 0,
+    workers: Annotated[int, typer.Option(min=1, help="Parallel verifications.")] = 1,
+    verify: Annotated[Optional[list[str]], typer.Option("--verify", help="VerifyConfig field KEY=VALUE (repeatable).")] = None,
+    model_arg: Annotated[Optional[list[str]], typer.Option("--model-arg", help="Client option KEY=VALUE (repeatable).")] = None,
+    min_gain: Annotated[float, typer.Option(help="Optimisation pairs need speedup(fast) ≥ (1+min_gain)·speedup(slow).")] = 0.1,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bars.")] = False,
+) -> None:
+    """Stages 2 and 3: generate with metadata + six-step prompts, verify with MooreEval, and write the datasets
+    OUT/solutions, OUT/repair, OUT/optimise, OUT/reviewer (Parquet + card). A rerun resumes OUT/run."""
+    from rich.console import Console
+
+    from musacoder.bench.runner import ResumeError
+    from musacoder.data.solutions import build_datasets, generate
+
+    console = Console()
+    try:
+        generate(tasks_dir, out / "run", model=model, backend=backend, samples=samples, turns=turns,
+                 keep_optimizing=not stop_on_pass, metadata=metadata, six_step=six_step, temperature=temperature,
+                 max_tokens=max_tokens, seed=seed, workers=workers, verify=_kv(verify, "--verify"),
+                 model_args=_kv(model_arg, "--model-arg"), progress=not no_progress)
+        counts = build_datasets(out / "run", out, min_gain=min_gain,
+                                made_by=f"musacoder data solutions {tasks_dir} --model {model} --out {out} "
+                                        f"--backend {backend} --samples {samples} --turns {turns}")
+    except (ValueError, FileNotFoundError, ResumeError) as e:
+        console.print(f"[red]data solutions: {e}", soft_wrap=True)
+        raise typer.Exit(2) from e
+    console.print("rows: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" (in {out})")
+
+
+def rft(
+    tasks_dir: Annotated[Path, typer.Argument(help="Task folder (KernelBench format).")],
+    model: Annotated[str, typer.Option(help=_GEN_HELP + " Usually the SFT checkpoint.")],
+    out: Annotated[Path, typer.Option(help="Folder: run/ (the verified samples, resumable) and rft/ (the dataset).")],
+    backend: Annotated[str, typer.Option(help="cuda, triton, cpu or musa.")] = "cuda",
+    samples: Annotated[int, typer.Option("--samples", "-k", min=1, help="Samples per task (k).")] = 8,
+    cap: Annotated[int, typer.Option(min=1, help="Most pool members (clusters) per task.")] = 4,
+    threshold: Annotated[float, typer.Option(min=0.0, max=1.0, help="Kernel 4-gram Jaccard at which two samples share a cluster.")] = 0.7,
+    metadata: Annotated[bool, typer.Option(help="Shape/stride/dtype metadata in the prompt.")] = True,
+    six_step: Annotated[bool, typer.Option(help="Ask for the six-step solution scheme.")] = True,
+    temperature: Annotated[float, typer.Option(min=0.0)] = 0.9,
+    max_tokens: Annotated[int, typer.Option(min=1)] = 16384,
+    seed: Annotated[int, typer.Option()] = 0,
+    workers: Annotated[int, typer.Option(min=1, help="Parallel verifications.")] = 1,
+    verify: Annotated[Optional[list[str]], typer.Option("--verify", help="VerifyConfig field KEY=VALUE (repeatable).")] = None,
+    model_arg: Annotated[Optional[list[str]], typer.Option("--model-arg", help="Client option KEY=VALUE (repeatable).")] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bars.")] = False,
+) -> None:
+    """Diversity-preserving RFT: k single-turn samples per task, all verified; the accepted ones clustered per
+    prompt by kernel structure, one per cluster up to --cap, written as OUT/rft (rows hold each prompt's pool)."""
+    from rich.console import Console
+
+    from musacoder.bench.runner import ResumeError
+    from musacoder.data.rft import build_rft
+    from musacoder.data.solutions import generate
+
+    console = Console()
+    try:
+        generate(tasks_dir, out / "run", model=model, backend=backend, samples=samples, turns=1,
+                 keep_optimizing=False, metadata=metadata, six_step=six_step, temperature=temperature,
+                 max_tokens=max_tokens, seed=seed, workers=workers, verify=_kv(verify, "--verify"),
+                 model_args=_kv(model_arg, "--model-arg"), progress=not no_progress)
+        counts = build_rft(out / "run", out, cap=cap, threshold=threshold,
+                           made_by=f"musacoder data rft {tasks_dir} --model {model} --out {out} --backend {backend} "
+                                   f"-k {samples} --cap {cap} --threshold {threshold}")
+    except (ValueError, FileNotFoundError, ResumeError) as e:
+        console.print(f"[red]data rft: {e}", soft_wrap=True)
+        raise typer.Exit(2) from e
+    console.print(f"{counts['tasks_with_pool']}/{counts['tasks']} tasks with a pool; {counts['accepted']} accepted "
+                  f"samples → {counts['pooled']} pool members; dataset {out / 'rft'}")
+
+
 def register(app: typer.Typer) -> None:
-    data = typer.Typer(help="Training data: stage 1 task synthesis and decontamination.", no_args_is_help=True)
+    data = typer.Typer(help="Training data: stage 1 tasks, decontamination, the diagnostic mix, stages 2–3 and RFT.",
+                       no_args_is_help=True)
     data.command("tasks")(tasks)
     data.command("decontam")(decontam)
+    data.command("diagnose")(diagnose)
+    data.command("mix")(mix)
+    data.command("solutions")(solutions)
+    data.command("rft")(rft)
     app.add_typer(data, name="data")
