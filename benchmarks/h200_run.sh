@@ -20,7 +20,7 @@
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests throughput baseline"}  # also: smoke workerstart buildlat bench rl fidelity probe multigpu anchor
+STEPS=${STEPS:-"tests throughput baseline"}  # also: smoke golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost anchor
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
@@ -125,6 +125,12 @@ if has multigpu; then  # issue 6, on a machine with 2+ GPUs only (unverified unt
   timeout ${T_MULTI:-540} python3 benchmarks/multi_gpu.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
     --workers ${WORKERS:-16} --limit ${LIMIT:-32} --json "$OUT/multi_gpu.json" > "$OUT/multi_gpu.log" 2>&1
   tail -6 "$OUT/multi_gpu.log"
+fi
+if has sandboxcost; then  # warm verify-batch throughput with the sandbox on and off, alternating, one filled cache
+  timeout ${T_SBX:-400} python3 benchmarks/sandbox_overhead.py --backend cuda --kernelbench-dir "$KB" \
+    --candidates benchmarks/candidates/cuda --limit ${SBX_LIMIT:-32} --max-input-mb 64 --workers ${WORKERS:-12} \
+    --rounds ${SBX_ROUNDS:-2} --json "$OUT/sandbox_overhead.json" > "$OUT/sandbox_overhead.log" 2>&1
+  tail -7 "$OUT/sandbox_overhead.log"
 fi
 if has anchor; then  # KernelBench's eval_kernel_against_ref (one process per candidate) then musacoder, full sizes
   timeout ${T_ANC:-570} python3 benchmarks/anchor.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
