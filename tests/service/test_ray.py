@@ -176,3 +176,29 @@ def test_builds_run_on_cpu_tasks_and_the_cache_is_shared_between_nodes(ray_clust
     for node in ("node0", "node1"):
         libs = list((tmp_path / node / "ext").rglob("*.so"))
         assert libs and not list((tmp_path / node / "ext").rglob("*.o")), node  # installed, never compiled here
+
+
+@pytest.mark.slow
+def test_serve_ray_wires_the_pool_behind_the_api(ray_cluster, task_root, monkeypatch):
+    """`serve --ray auto` joins the running cluster, starts the actors and serves them: the app it would run is
+    taken from uvicorn.run and driven with a TestClient; the real verifier answers (extract_error: no build)."""
+    import typer
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    from musacoder.service.cli import register
+
+    served = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    app = typer.Typer()
+    register(app)
+    app.command("noop")(lambda: None)
+    r = CliRunner().invoke(app, ["serve", "--task-root", str(task_root), "--ray", "auto", "--ray-actors", "1",
+                                 "--ray-jobs-per-actor", "3"])
+    assert r.exit_code == 0, r.output
+    with TestClient(served["app"]) as client:
+        health = client.get("/v1/health").json()
+        assert health["workers"] == 6 and health["pool"]["actors"] == 1  # 2 × the actors' slots
+        v = client.post("/v1/verify", json={"task": "level1/19_ReLU", "candidate": "no code here", "backend": "cpu"})
+        assert v.status_code == 200 and v.json()["status"] == "extract_error", v.text
+        assert client.get("/v1/health").json()["pool"]["per_actor"] == {"0": 1}
