@@ -4,10 +4,11 @@ member drawn each epoch (`draw_epoch`) instead of always the fastest.
 
 Structural similarity (`kernel_tokens`, `kernel_similarity`): the candidate's code (the extracted ```python block,
 C++/CUDA sources inside it included) without comments, split into tokens; numbers become `0`; names the candidate
-makes up (kernels, variables, arguments) become `v0, v1, …` in order of first appearance, while keywords, the
-CUDA/C++/torch vocabulary, attributes (`.data_ptr`) and namespace-qualified names (`torch::empty`) are kept. Two
-kernels' similarity is the Jaccard index of their sets of token 4-grams (`musacoder.data.textsim.jaccard`): the same
-algorithm with other names or constants scores 1, a different tiling or loop structure much lower.
+makes up (kernels, variables, arguments: names used somewhere outside an attribute or namespace position) become
+`v0, v1, …` in order of first appearance, while keywords, the CUDA/C++/torch vocabulary, other attributes
+(`.data_ptr`) and namespace-qualified names (`torch::empty`) are kept. Two kernels' similarity is the Jaccard
+index of their sets of token 4-grams (`musacoder.data.textsim.jaccard`): the same algorithm with other names or
+constants scores 1, a different tiling or loop structure much lower (a one-loop and a blocked OpenMP ReLU: 0.19).
 
 Clustering (`cluster`) is greedy and deterministic: members in sample order, each joins the first cluster whose
 first member (its leader) is at least `threshold` similar, else starts a new one.
@@ -51,18 +52,20 @@ def kernel_code(response: str) -> str:
 def kernel_tokens(code: str) -> list[str]:
     """Normalised tokens of a candidate's code (see the module docstring)."""
     raw = _TOKEN.findall(_COMMENTS.sub(" ", code))
+
+    def is_name(tok: str) -> bool:
+        return tok[0].isalpha() or tok[0] == "_"
+
+    # made-up names: used somewhere outside an attribute or namespace position (`ext.my_fn` renames `my_fn` too)
+    local = {tok for i, tok in enumerate(raw) if is_name(tok) and tok not in _KEEP
+             and (raw[i - 1] if i else "") not in (".", "::") and (raw[i + 1] if i + 1 < len(raw) else "") != "::"}
     names: dict[str, str] = {}
     out = []
-    for i, tok in enumerate(raw):
+    for tok in raw:
         if tok[0].isdigit():
             out.append("0")
-        elif tok[0].isalpha() or tok[0] == "_":
-            prev = raw[i - 1] if i else ""
-            nxt = raw[i + 1] if i + 1 < len(raw) else ""
-            if tok in _KEEP or prev in (".", "::") or nxt == "::":
-                out.append(tok)
-            else:
-                out.append(names.setdefault(tok, f"v{len(names)}"))
+        elif is_name(tok) and tok in local:
+            out.append(names.setdefault(tok, f"v{len(names)}"))
         else:
             out.append(tok)
     return out
