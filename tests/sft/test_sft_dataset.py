@@ -65,3 +65,27 @@ def test_rft_draws_a_member_per_epoch(tok):
     ds.set_epoch(1)  # same epoch: no redraw
     assert calls == [(0, 1), (1, 1)] and len(ds) == 3
     assert ds.to_hf()[0]["labels"] == ds[0]["labels"]
+
+
+def test_rft_rows_in_the_data_schema_through_the_real_draw_epoch(tok, tmp_path):
+    rft = pytest.importorskip("musacoder.data.rft")
+    if not hasattr(rft, "draw_epoch"):
+        pytest.skip("musacoder.data.rft.draw_epoch not present")
+    prompt = [{"role": "system", "content": "Write kernels."}, {"role": "user", "content": "ReLU"}]
+    rows = [{"task": f"t{i}", "prompt": prompt,
+             "pool": [{"response": f"kernel{i}{c}", "sample": j, "cluster": j, "cluster_size": 1, "speedup": 1.0}
+                      for j, c in enumerate("abc")]} for i in range(8)]
+    import datasets
+
+    (tmp_path / "rft").mkdir()
+    datasets.Dataset.from_list(rows).to_parquet(str(tmp_path / "rft" / "data.parquet"))
+    (tmp_path / "rft" / "README.md").write_text("card")  # the dataset card beside it is not data
+    loaded, origins = load_rows([str(tmp_path / "rft")])
+    assert detect_kind(loaded) == "rft" and len(loaded) == 8
+    ds = EpochDataset(loaded, tok, 128, kind="rft", seed=0, origins=origins)
+    epoch0 = [target(tok, ds[i]) for i in range(8)]
+    assert all(t.startswith(f"kernel{i}") for i, t in enumerate(epoch0))
+    ds.set_epoch(1)
+    epoch1 = [target(tok, ds[i]) for i in range(8)]
+    assert all(t.startswith(f"kernel{i}") for i, t in enumerate(epoch1)) and epoch1 != epoch0
+    assert epoch0 == [target(tok, x) for x in EpochDataset(loaded, tok, 128, kind="rft", seed=0)]  # reproducible

@@ -23,7 +23,7 @@ DATA_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
 
 def data_files(patterns: Sequence[str]) -> list[Path]:
     """Files and `save_to_disk` directories named by `patterns` (files, directories searched recursively for
-    .parquet/.jsonl/.json, globs), in a stable order."""
+    .parquet/.jsonl, globs), in a stable order."""
     out: list[Path] = []
     for pattern in patterns:
         p = Path(pattern)
@@ -31,9 +31,10 @@ def data_files(patterns: Sequence[str]) -> list[Path]:
             if (p / "dataset_info.json").exists() or (p / "state.json").exists():
                 out.append(p)  # written by Dataset.save_to_disk
                 continue
-            found = sorted(f for f in p.rglob("*") if f.suffix in DATA_SUFFIXES and not f.name.startswith("."))
+            # .json is left out of directory searches: run directories keep stats and manifests in .json files
+            found = sorted(f for f in p.rglob("*") if f.suffix in (".parquet", ".jsonl") and not f.name.startswith("."))
             if not found:
-                raise FileNotFoundError(f"data.train: {p} holds no .parquet, .jsonl or .json files")
+                raise FileNotFoundError(f"data.train: {p} holds no .parquet or .jsonl files")
             out += found
         elif p.is_file():
             out.append(p)
