@@ -29,6 +29,7 @@ import hashlib
 import os
 import random
 import threading
+import uuid
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -324,6 +325,7 @@ if AgentLoopBase is not None:
                 ground_truth, extra_info = replay.task
                 messages[-1]["content"] = repair_prompt(replay)
             first_prompt = messages[-1]["content"]
+            request_id = uuid.uuid4().hex  # one per episode: the server keeps its turns together (prefix cache)
 
             prompt_ids = await self.ct_build_initial_tokens(messages)
             runtime_ids = list(prompt_ids)  # the trajectory: prompt, responses and feedback
@@ -337,8 +339,8 @@ if AgentLoopBase is not None:
             for k in range(1, self.max_turns + 1):
                 gen_ids = runtime_ids if (k == 1 or self.loss_turns == "all") else \
                     await self.ct_build_initial_tokens(ctx_messages)
-                out = await self.server_manager.generate(request_id=f"{key[:16]}-{id(self)}-{k}",
-                                                         prompt_ids=gen_ids, sampling_params=sampling_params)
+                out = await self.server_manager.generate(request_id=request_id, prompt_ids=gen_ids,
+                                                         sampling_params=sampling_params)
                 lp = out.log_probs if out.log_probs else None
                 start = len(mask)
                 merged, mask, logprobs = await self.ct_merge_assistant_token(
