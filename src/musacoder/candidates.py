@@ -30,9 +30,12 @@ def strip_think(text: str) -> str:
 
 
 def infer_backend(code: str) -> str | None:
-    """The backend the code shows: Triton JIT kernels, CUDA sources passed to load_inline, or C++ only."""
+    """The backend the code shows: Triton JIT kernels, MUSA sources (torch_musa), CUDA sources passed to
+    load_inline, or C++ only."""
     if re.search(r"@\s*triton\.jit|\btriton\.jit\b|from\s+triton\b|import\s+triton\b", code):
         return "triton"
+    if re.search(r"\bmusa_sources\s*=|\bimport\s+torch_musa\b|\bfrom\s+torch_musa\b", code):
+        return "musa"
     if re.search(r"\bcuda_sources\s*=", code) or "__global__" in code:
         return "cuda"
     if re.search(r"\bload_inline\s*\(", code) or re.search(r"\bcpp_sources\s*=", code):

@@ -119,3 +119,10 @@ def test_runtime_legality_counts_musa_kernels():
                                time_range=types.SimpleNamespace(elapsed_us=lambda: 250.0), cpu_parent=None)
     rep = analyse_events([ev])
     assert rep.device_kernels == ["ew_kernel"] and rep.device_time_ms == 0.25
+
+
+def test_a_ported_candidate_shows_the_musa_backend():
+    from musacoder.candidates import infer_backend
+
+    ported, _ = port_source(RELU.read_text(), "relu")
+    assert infer_backend(ported) == "musa" and infer_backend(RELU.read_text()) == "cuda"

@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
     def verify_cmd(
         task: Path = typer.Option(..., "--task", help="Problem file in KernelBench format."),
         candidate: Path = typer.Option(..., "--candidate", help="Raw model response or plain code."),
-        backend: Optional[str] = typer.Option(None, "--backend", help="cpu | triton | cuda (default: what the code shows)."),
+        backend: Optional[str] = typer.Option(None, "--backend", help="cpu | triton | cuda | musa (default: what the code shows; musa needs torch_musa)."),
         sets: list[str] = typer.Option([], "--set", help="Size override NAME=VALUE (repeatable)."),
         as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
         trials: int = typer.Option(5, "--trials", help="Correctness trials."),
