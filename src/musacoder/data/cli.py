@@ -237,6 +237,39 @@ def rft(
                   f"samples → {counts['pooled']} pool members; dataset {out / 'rft'}")
 
 
+def pipeline(
+    config: Annotated[Path, typer.Option(help="Pipeline config (TOML), e.g. examples/data/tiny_pipeline.toml.")],
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a config key: out=runs/x, mix.size=50 (repeatable).")] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bars.")] = False,
+) -> None:
+    """Every data stage from one config: tasks, decontamination, diagnostic bench, mix, stages 2-3, RFT."""
+    from rich.console import Console
+
+    from musacoder.bench.runner import ResumeError
+    from musacoder.data.pipeline import PipelineConfig, load_config, run_pipeline
+
+    console = Console()
+    try:
+        cfg = load_config(config)
+        if set_:
+            data = cfg.model_dump()
+            for key, value in _kv(set_, "--set").items():
+                node = data
+                *parents, leaf = key.split(".")
+                for p in parents:
+                    if not isinstance(node.get(p), dict):
+                        raise ValueError(f"--set {key}: {p!r} is not a section of the config")
+                    node = node[p]
+                node[leaf] = value
+            cfg = PipelineConfig.model_validate(data)
+        summary = run_pipeline(cfg, progress=not no_progress, log=lambda m: console.print(f"[bold]{m}"),
+                               made_by=f"musacoder data pipeline --config {config}" + "".join(f" --set {x}" for x in set_ or []))
+    except (ValueError, FileNotFoundError, ResumeError) as e:
+        console.print(f"[red]data pipeline: {e}", soft_wrap=True)
+        raise typer.Exit(2) from e
+    console.print_json(json.dumps(summary))
+
+
 def register(app: typer.Typer) -> None:
     data = typer.Typer(help="Training data: stage 1 tasks, decontamination, the diagnostic mix, stages 2–3 and RFT.",
                        no_args_is_help=True)
@@ -246,4 +279,5 @@ def register(app: typer.Typer) -> None:
     data.command("mix")(mix)
     data.command("solutions")(solutions)
     data.command("rft")(rft)
+    data.command("pipeline")(pipeline)
     app.add_typer(data, name="data")
