@@ -102,3 +102,23 @@ def test_mix_from_a_bench_run(tmp_path):
 def test_mix_errors_name_the_run(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a bench run directory"):
         family_pass_rates(tmp_path / "nope", cache=tmp_path / "c.jsonl")
+
+
+def test_cli_diagnose_and_mix(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from musacoder.data.cli import register
+
+    app = typer.Typer()
+    app.command("noop")(lambda: None)
+    register(app)
+    res = CliRunner().invoke(app, ["data", "diagnose", str(EXAMPLE_TASKS), "--out", str(tmp_path / "diag"),
+                                   "--per-family", "1", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in (tmp_path / "diag/tasks").iterdir()) == ["linear_gelu.py", "relu.py",
+                                                                          "scale_bias_sum.py"]
+    assert "gemm 1" in res.output and "bench --suite dir:" in res.output
+    res = CliRunner().invoke(app, ["data", "mix", str(EXAMPLE_TASKS), "--bench", str(tmp_path / "none"),
+                                   "--out", str(tmp_path / "mix"), "--no-progress"])
+    assert res.exit_code == 2 and "not a bench run directory" in res.output

@@ -4,7 +4,8 @@ family, and the task labelled by the most demanding family it uses.
 Families: gemm, conv, reduction, normalization, softmax, elementwise (elementwise math and activations), broadcast
 (an elementwise binary op whose operands differ in shape), indexing (gather/scatter/index/select/sort/cumulative),
 pooling, other. Layout and allocation ops (`view`, `empty`, `copy_`, …) belong to no family. A task's `family` is
-the first family in `PRIORITY` that it uses: a Linear → GELU → sum task is `gemm`, a softmax over a sum is `softmax`.
+the first family in `PRIORITY` that it uses: a Linear → GELU → sum task is `gemm`, a softmax over a sum is
+`softmax`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ _LAYOUT = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones"
            "view", "reshape", "_reshape_alias", "_unsafe_view", "as_strided", "expand", "expand_as", "permute",
            "transpose", "t", "contiguous", "clone", "copy_", "to", "_to_copy", "detach", "alias", "lift_fresh",
            "squeeze", "unsqueeze", "flatten", "unflatten", "slice", "split", "chunk", "unbind", "narrow",
-           "resize_", "fill", "zero", "copy", "lift", "result_type", "item", "_local_scalar_dense", "size", "stride", "numel",
+           "resize_", "fill", "zero", "copy", "lift", "result_type", "item", "_local_scalar_dense", "size",
+           "stride", "numel",
            "arange", "broadcast_to", "_has_compatible_shallow_copy_type", "set_", "random_", "normal_", "uniform_",
            "rand", "randn", "randint", "dropout", "feature_dropout", "is_nonzero", "cat", "stack", "pad",
            "constant_pad_nd", "repeat", "tile"}

@@ -140,7 +140,8 @@ def profile_file(path: Path, rel: str, sha: str) -> TaskProfile:
                        ops=[op for op, _ in ops])
 
 
-def write_diagnostic(tasks_dir: Path, out: Path, *, per_family: int, seed: int, progress: bool = True) -> list[TaskProfile]:
+def write_diagnostic(tasks_dir: Path, out: Path, *, per_family: int, seed: int,
+                     progress: bool = True) -> list[TaskProfile]:
     """Profile `tasks_dir`, copy a balanced diagnostic set to `out/tasks/` (flat, ready for `musacoder bench
     --suite dir:out/tasks`), and write `out/diagnostic.jsonl` (the chosen profiles)."""
     profiles = profile_folder(tasks_dir, out / "profiles.jsonl", progress=progress)

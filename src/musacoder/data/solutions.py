@@ -28,7 +28,8 @@ Solve it in six steps, in your reasoning, before the code:
 4. Index mapping: how a thread (or loop iteration) maps to output elements, and the input offsets it reads, from the \
 strides above.
 5. Boundary handling: tails where sizes are not multiples of the block, empty or size-1 dimensions, broadcast operands.
-6. Error pre-analysis: what could go wrong (overflow, race, precision, non-contiguous inputs) and how the code avoids it.
+6. Error pre-analysis: what could go wrong (overflow, race, precision, non-contiguous inputs) and how the code \
+avoids it.
 Then give the complete module."""
 
 REVIEW_PROMPT = """\
