@@ -41,7 +41,10 @@ def write_dataset(rows: list[dict[str, Any]], folder: Path, *, title: str, descr
     `columns` documents each column (name → meaning) in the card; `count_by` adds a histogram of that column.
     Returns the Parquet path. An empty `rows` writes an empty Parquet file with the documented columns.
     """
-    import datasets
+    try:
+        import datasets
+    except ImportError as e:
+        raise ImportError("writing datasets needs the `datasets` package: pip install 'musacoder[data]'") from e
 
     folder.mkdir(parents=True, exist_ok=True)
     if rows:
