@@ -127,3 +127,6 @@ def test_generate_refuses_other_settings_on_resume(tmp_path):
     with pytest.raises(ResumeError, match="temperature"):
         generate(tasks, tmp_path / "run", model=f"dir:{model}", backend="cpu", samples=1, turns=1,
                  keep_optimizing=False, temperature=0.1, verifier=ScriptedVerifier(), progress=False)
+    with pytest.raises(ResumeError, match="six_step"):  # prompts are the data stage's, checked before the runner's
+        generate(tasks, tmp_path / "run", model=f"dir:{model}", backend="cpu", samples=1, turns=1,
+                 keep_optimizing=False, six_step=False, verifier=ScriptedVerifier(), progress=False)

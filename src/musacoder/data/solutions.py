@@ -193,7 +193,9 @@ def generate(tasks_dir: Path, run_dir: Path, *, model: str, backend: str, sample
     """Generate and verify into `run_dir` (a bench run directory): write each task's stage-2 prompt first (the
     runner reuses stored prompts), then `run_bench`. A rerun resumes (same settings), like `musacoder bench`."""
     from musacoder.bench.rundir import RunDir
-    from musacoder.bench.runner import BenchConfig, run_bench
+    import json
+
+    from musacoder.bench.runner import BenchConfig, ResumeError, run_bench
     from musacoder.bench.suites import resolve_suite
 
     config = BenchConfig(model=model, model_args=model_args or {}, suite=f"dir:{tasks_dir}", tasks=tasks or [],
@@ -202,6 +204,14 @@ def generate(tasks_dir: Path, run_dir: Path, *, model: str, backend: str, sample
                          workers=workers, verify=verify or {})
     task_list, label = resolve_suite(config.suite, patterns=config.tasks or None)
     rd = RunDir(run_dir)
+    # the prompts are written here, before the runner checks its own settings: refuse a run made with other ones
+    prompt_settings = {"backend": backend, "metadata": metadata, "six_step": six_step}
+    stored = rd.root / "data_prompts.json"
+    if stored.is_file() and json.loads(stored.read_text()) != prompt_settings:
+        raise ResumeError(f"{run_dir} holds prompts made with {stored.read_text().strip()}, not {prompt_settings}; "
+                          "use a new --out folder, or the same settings to resume")
+    rd.root.mkdir(parents=True, exist_ok=True)
+    stored.write_text(json.dumps(prompt_settings) + "\n")
     for task in task_list:
         if rd.read_prompt(task.key) is None:
             meta = None
