@@ -38,6 +38,43 @@ def test_profiled_task_family(name, family, ops):
         assert [op for op, _ in profiled] == ops  # outermost ops only: linear, not the addmm inside it
 
 
+ITEM_TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x * x.max().item()
+
+
+n = {n}
+
+
+def get_inputs():
+    return [torch.randn(n)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_profiles_on_meta_and_falls_back_to_small_cpu_runs(tmp_path):
+    task = load_task(EXAMPLE_TASKS / "linear_gelu.py")
+    assert profile_ops(task, device="meta") == profile_ops(task, device="cpu")
+    small, large = tmp_path / "item_small.py", tmp_path / "item_large.py"
+    small.write_text(ITEM_TASK.format(n=64))
+    large.write_text(ITEM_TASK.format(n=1 << 25))
+    with pytest.raises(Exception):
+        profile_ops(load_task(small), device="meta")  # .item() has no meta kernel
+    assert [op for op, _ in profile_ops(load_task(small))] == ["max", "item", "mul"]
+    with pytest.raises(ValueError, match="no meta kernel.*profile a smaller copy"):
+        profile_ops(load_task(large))
+
+
 def test_family_weights_hand_computed():
     # raw: gemm 1-0.2+0.1 = 0.9; elementwise (1-0.9+0.1)·0.5 = 0.1; conv 1.1; total 2.1
     w = family_weights({"gemm": 0.2, "elementwise": 0.9, "conv": 0.0}, ["gemm", "elementwise", "conv"])

@@ -1,5 +1,5 @@
-"""Operator families of a task: its reference profiled with `torch.profiler` on the CPU, each aten op mapped to a
-family, and the task labelled by the most demanding family it uses.
+"""Operator families of a task: its reference profiled with `torch.profiler` (on the meta device, else the CPU),
+each aten op mapped to a family, and the task labelled by the most demanding family it uses.
 
 Families: gemm, conv, reduction, normalization, softmax, elementwise (elementwise math and activations), broadcast
 (an elementwise binary op whose operands differ in shape), indexing (gather/scatter/index/select/sort/cumulative),
@@ -77,7 +77,7 @@ def op_family(op: str, shapes: Sequence[Sequence[int]] | None = None) -> str | N
     """The family of one aten op (`aten_name` form), or None for layout and allocation ops. `shapes` are the op's
     tensor operand shapes (what the profiler records); a binary elementwise op on two non-scalar operands of
     different shapes is `broadcast`."""
-    if op in _LAYOUT or op.startswith(("_assert", "_cast", "_to", "resolve_", "_reshape", "_unsafe")):
+    if op in _LAYOUT or op.startswith(("_assert", "_cast", "_to", "resolve_", "_reshape", "_unsafe", "empty")):
         return None
     for table, family in ((_CONV, "conv"), (_GEMM, "gemm"), (_NORM, "normalization"), (_SOFTMAX, "softmax"),
                           (_POOL, "pooling"), (_REDUCTION, "reduction"), (_INDEXING, "indexing")):
@@ -104,9 +104,23 @@ def task_family(op_families: Iterable[str]) -> str:
     return next((f for f in PRIORITY if f in present), "other")
 
 
-def profile_ops(task, *, warmup: int = 1) -> list[tuple[str, list[list[int]]]]:
-    """The aten ops (name, operand shapes) of one forward of the task's reference on the CPU, outermost ops only
-    (an `aten::linear` is counted, not the `aten::addmm` it calls). Runs the task's code in this process."""
+def profile_ops(task, *, warmup: int = 1, device: str | None = None,
+                max_real_elements: int = 1 << 24) -> list[tuple[str, list[list[int]]]]:
+    """The aten ops (name, operand shapes) of one forward of the task's reference, outermost ops only (an
+    `aten::linear` is counted, not the `aten::addmm` it calls). Runs the task's code in this process: on the `meta`
+    device first (shapes only: no memory, no arithmetic, any size), on the CPU when an op has no meta kernel
+    (`.item()`, data-dependent shapes) and its inputs hold at most `max_real_elements` (else ValueError).
+    `device` forces one of them."""
+    if device is None:
+        try:
+            return profile_ops(task, warmup=0, device="meta")
+        except Exception as e:  # noqa: BLE001 - no meta kernel somewhere: run it for real, if it is small
+            n = _input_elements(task)
+            if n > max_real_elements:
+                raise ValueError(f"{task.key}: an op has no meta kernel ({type(e).__name__}: {str(e)[:200]}) and its "
+                                 f"inputs hold {n} elements (> {max_real_elements}) to run on the CPU; profile a "
+                                 "smaller copy of the task") from e
+            return profile_ops(task, warmup=warmup, device="cpu")
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -114,8 +128,9 @@ def profile_ops(task, *, warmup: int = 1) -> list[tuple[str, list[list[int]]]]:
 
     module = load_module(task, module_name=f"musacoder_profile_{abs(hash(task.key))}")
     torch.manual_seed(0)
-    model = module.Model(*module.get_init_inputs()).eval()
-    inputs = list(module.get_inputs())
+    with torch.device(device):
+        model = module.Model(*module.get_init_inputs()).eval()
+        inputs = list(module.get_inputs())
     with torch.no_grad():
         for _ in range(warmup):
             model(*inputs)
@@ -131,6 +146,17 @@ def profile_ops(task, *, warmup: int = 1) -> list[tuple[str, list[list[int]]]]:
         if parent is None:  # outermost: what the reference asked for, not how aten implements it
             out.append((aten_name(e.name), _shapes(e)))
     return out
+
+
+def _input_elements(task) -> int:
+    import torch
+
+    from musacoder.tasks import load_module
+
+    module = load_module(task, module_name=f"musacoder_profile_n_{abs(hash(task.key))}")
+    with torch.device("meta"):
+        inputs = list(module.get_inputs())
+    return sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
 
 
 def _shapes(event) -> list[list[int]]:
