@@ -126,3 +126,23 @@ def test_a_ported_candidate_shows_the_musa_backend():
 
     ported, _ = port_source(RELU.read_text(), "relu")
     assert infer_backend(ported) == "musa" and infer_backend(RELU.read_text()) == "cuda"
+
+
+def test_verify_backend_musa_refuses_without_torch_musa(tmp_path):
+    """No torch_musa here: `musacoder verify --backend musa` says why and exits 2, without a traceback."""
+    import subprocess
+    import sys
+
+    task = tmp_path / "19_ReLU.py"
+    task.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                    "        return torch.relu(x)\ndef get_inputs():\n    return [torch.randn(8)]\n"
+                    "def get_init_inputs():\n    return []\n")
+    cand = tmp_path / "cand.py"
+    cand.write_text(port_source(RELU.read_text(), "relu")[0])
+    code = ("import sys; sys.modules['torch_musa'] = None\n"  # as on a machine without torch_musa
+            "from musacoder.cli import app; app()")
+    p = subprocess.run([sys.executable, "-c", code, "verify", "--task", str(task), "--candidate", str(cand),
+                        "--backend", "musa"], capture_output=True, text=True, timeout=300,
+                       env={k: v for k, v in __import__("os").environ.items() if k != devices.SHIM_ENV})
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "backend musa needs torch_musa" in p.stderr and "Traceback" not in p.stderr

@@ -150,6 +150,11 @@ class _Run:
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         v.backend = backend
+        if backend == "musa":  # torch_musa (or the shim) must be there, and MUSA has no torch.compile baseline
+            from musacoder.judge.devices import check_musa_config, require_backend
+
+            require_backend("musa", load_shim=False)
+            check_musa_config(backend, cfg.baseline, cfg.time_compile_baseline)
         static = check_static(cand.code, backend, cfg.allow_vendor_libs)
         if static.violations:
             v.stages["static_legality"] = "failed"
@@ -160,6 +165,10 @@ class _Run:
         v.flags += [f"static analysis deferred to runtime evidence: {d}" for d in getattr(static, "deferred", [])[:5]]
 
         device = cfg.device or ("cuda" if backend == "cuda" or (backend == "triton" and cuda_available()) else "cpu")
+        if backend == "musa" and not cfg.device:
+            from musacoder.judge.devices import default_device
+
+            device = default_device("musa")  # musa; cuda (or cpu) when the shim stands in for torch_musa
         module = load_module(self.task)  # trusted reference
         self.code = cand.code
         snapshot = v.model_copy(deep=True)
@@ -256,7 +265,7 @@ class _Run:
         from musacoder.build.cache import toolchain_env
 
         cfg = self.cfg
-        env = toolchain_env(device) if backend == "cuda" else {}
+        env = toolchain_env(device) if backend == "cuda" or (backend == "musa" and device.startswith("cuda")) else {}
         if backend == "triton" and device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         if device.startswith("cuda") and ":" in device:

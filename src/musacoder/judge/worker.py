@@ -80,6 +80,8 @@ class Worker:
         torch = self.torch
         if self.device.startswith("cuda") and torch.cuda.is_available():
             return int(torch.cuda.max_memory_reserved(torch.device(self.device)))
+        if self.device.startswith("musa"):
+            return int(torch.musa.max_memory_reserved(torch.device(self.device)))
         return 0
 
     def memory_facts(self) -> dict:
@@ -96,6 +98,8 @@ class Worker:
     def sync(self):
         if self.device.startswith("cuda"):
             self.torch.cuda.synchronize()
+        elif self.device.startswith("musa"):
+            self.torch.musa.synchronize()
 
     def launches(self) -> int:
         return sum(self.record.calls.values()) + sum(self.triton_launches.values())
@@ -159,6 +163,14 @@ class Worker:
 
         self.device = msg["device"]
         self.backend = msg["backend"]
+        if self.backend == "musa":  # torch_musa (or its stand-in under $MUSACODER_MUSA_SHIM) before the candidate
+            from musacoder.judge.devices import require_backend
+
+            require_backend("musa")
+            if self.device.startswith("musa"):  # torch.musa's timers, as they are before candidate code runs
+                from musacoder.judge import timing
+
+                timing.capture(self.torch, "musa")
         self._warm_device()
         self.record = BuildRecord()
         cpp_ext.load_inline = make_cached_load_inline(cpp_ext.load_inline, msg["cache_dir"], self.backend, self.record)
@@ -202,6 +214,8 @@ class Worker:
             self.device = msg["device"]
             if self.device.startswith("cuda"):
                 torch.cuda.set_device(torch.device(self.device))
+            elif self.device.startswith("musa"):
+                torch.musa.set_device(torch.device(self.device))
         init_inputs = list(msg["init_inputs"])
         ref_sd = msg["state_dict"]
         if self.candidate is None:
@@ -259,6 +273,8 @@ class Worker:
                 acts = [torch.profiler.ProfilerActivity.CPU]
                 if self.device.startswith("cuda"):
                     acts.append(torch.profiler.ProfilerActivity.CUDA)
+                elif self.device.startswith("musa"):  # torch_musa's kernels: the PrivateUse1 activity
+                    acts.append(torch.profiler.ProfilerActivity.PrivateUse1)
                 with torch.profiler.profile(activities=acts) as prof:
                     with torch.profiler.record_function("musacoder::candidate_forward"):
                         out = _guarded(self._call_candidate, args)
@@ -370,7 +386,8 @@ class Worker:
             return _clone(out) if nbytes(out) < host_hold else _to_host(out)
 
         timer = Timer(torch, self.device, msg.get("l2_flush_bytes", 256 << 20))
-        trip = RoundTrip(torch if self.device.startswith("cuda") else None)
+        trip = RoundTrip(torch) if self.device.startswith("cuda") else \
+            RoundTrip(torch, "musa") if self.device.startswith("musa") else RoundTrip(None)
         r = 0
         final_round = None
         while True:
