@@ -146,3 +146,21 @@ def test_verify_backend_musa_refuses_without_torch_musa(tmp_path):
                        env={k: v for k, v in __import__("os").environ.items() if k != devices.SHIM_ENV})
     assert p.returncode == 2, p.stdout + p.stderr
     assert "backend musa needs torch_musa" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_torch_musa_builder_is_recorded_and_counted():
+    from musacoder.build.cache import BuildError, BuildRecord, make_counted_load_inline
+
+    rec = BuildRecord()
+    ext = types.SimpleNamespace(relu_forward=lambda x: x + 1)
+    load = make_counted_load_inline(lambda name, **k: ext, rec)
+    mod = load("m", cpp_sources="", musa_sources="", functions=["relu_forward"])
+    assert mod.relu_forward(1) == 2 and rec.calls == {"relu_forward": 1} and rec.builds[0]["ok"]
+
+    def broken(name, **k):
+        raise RuntimeError("Error building extension 'm': mcc failed")
+
+    rec2 = BuildRecord()
+    with pytest.raises(BuildError):
+        make_counted_load_inline(broken, rec2)("m", musa_sources="")
+    assert "mcc failed" in rec2.error_log

@@ -275,5 +275,26 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
     return cached_load_inline
 
 
+def make_counted_load_inline(real_load_inline, record: BuildRecord):
+    """A builder other than torch's (torch_musa's `load_inline`, the musa backend on MUSA hardware) wrapped so its
+    builds are recorded, its failures become `BuildError`s and its exported functions count calls like the cached
+    builder's. It builds through the real builder as written: no cache, no light headers (unverified on MUSA)."""
+
+    def counted_load_inline(name, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            module = real_load_inline(name, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - every build failure becomes a compile_error
+            record.error_log = str(e) or f"{type(e).__name__} while building"
+            record.builds.append({"name": str(name), "key": None, "cached": False,
+                                  "seconds": time.perf_counter() - t0, "ok": False})
+            raise BuildError(record.error_log) from None
+        record.builds.append({"name": str(name), "key": None, "cached": False, "seconds": time.perf_counter() - t0,
+                              "ok": True, "fast": None})
+        return _wrap_module(module, kwargs.get("functions"), record, str(name))
+
+    return counted_load_inline
+
+
 def clear_cache(cache_dir: Path) -> None:
     shutil.rmtree(Path(cache_dir) / "ext", ignore_errors=True)

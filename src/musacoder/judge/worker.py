@@ -174,6 +174,12 @@ class Worker:
         self._warm_device()
         self.record = BuildRecord()
         cpp_ext.load_inline = make_cached_load_inline(cpp_ext.load_inline, msg["cache_dir"], self.backend, self.record)
+        if self.backend == "musa" and self.device.startswith("musa"):  # torch_musa's builder: recorded and counted
+            import torch_musa.utils.musa_extension as musa_ext
+
+            from musacoder.build.cache import make_counted_load_inline
+
+            musa_ext.load_inline = make_counted_load_inline(musa_ext.load_inline, self.record)
         if self.backend == "triton":
             self._install_triton_hook()
         if msg.get("task_source") is not None:
