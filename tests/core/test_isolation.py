@@ -328,3 +328,43 @@ def test_worker_cannot_read_users_folders_or_password_hashes(tmp_path, monkeypat
     assert got["listing"] == []
     for f in ("/etc/shadow", "/etc/gshadow"):
         assert got[f] in ("", "error"), f
+
+
+def test_probe_runs_independent_gpu_checks_side_by_side_and_once_per_process(monkeypatch):
+    """Each GPU check is a process creating a CUDA context; on a host that refuses some layers the probe needs a dozen.
+    Run one after another they held every verification of a batch back by seconds, so the checks that do not depend
+    on each other overlap, and threads that ask at once share one probe."""
+    import threading
+    import time
+
+    lock, running, most, calls = threading.Lock(), [0], [0], []
+
+    def slow_probe_once(layers, gpu):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            calls.append(tuple(layers))
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+        return {"layers": list(layers), "skipped": {}}, ("error 304" if "dev" in layers else "ok") if gpu else None, ""
+
+    monkeypatch.setattr(isolation, "_probe_once", slow_probe_once)
+    monkeypatch.setattr(isolation, "_host_has_nvidia_gpu", lambda: True)
+    isolation.probe.cache_clear()
+    try:
+        isolation.server_prefix(), isolation.worker_prefix()  # real prefix checks outside the timed part
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(isolation.probe())) for _ in range(4)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.monotonic() - t0
+        assert all(r is results[0] for r in results) and "dev" not in results[0]["worker_layers"]
+        n = len(calls)  # the whole set, the bare process, each layer alone, the set without "dev"
+        assert n == len(isolation.WORKER_LAYERS) + 3, calls
+        assert most[0] >= len(isolation.WORKER_LAYERS) and wall < 0.2 * n / 2, (most[0], wall, n)
+    finally:
+        isolation.probe.cache_clear()

@@ -44,7 +44,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPORT = ".musacoder-sandbox.json"
@@ -165,6 +167,29 @@ def _gpu_survives(prefix: tuple[str, ...]) -> bool:
     return got == "ok"
 
 
+def _in_parallel(fn, items) -> list:
+    """`[fn(x) for x in items]`, the calls run side by side: each GPU check is a process that creates a CUDA context
+    (about a second), and a host that refuses some layers needs a dozen of them before the first worker starts."""
+    items = list(items)
+    if len(items) < 2:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+SERVER_CHOICES = (("--net", "--ipc"), ("--net",), ("--ipc",))
+PID_FLAGS = ("--pid", "--fork", "--kill-child")
+
+
+def _check_prefixes_ahead() -> None:
+    """Fill `_gpu_check_under`'s cache for every prefix `server_prefix` and `worker_prefix` may try, all at once."""
+    if not _host_has_nvidia_gpu():
+        return
+    prefixes = {()} | {_unshare_prefix(f) for f in SERVER_CHOICES} | {_unshare_prefix((*f, *PID_FLAGS))
+                                                                          for f in SERVER_CHOICES}
+    _in_parallel(_gpu_check_under, sorted(prefixes - {()}, key=len) + [()])
+
+
 def _first_usable(*choices: tuple[str, ...]) -> tuple[str, ...]:
     for flags in choices:
         prefix = _unshare_prefix(flags)
@@ -177,7 +202,8 @@ def _first_usable(*choices: tuple[str, ...]) -> tuple[str, ...]:
 def server_prefix() -> tuple[str, ...]:
     """Prefix of the fork server (and so of every worker it forks): network and IPC namespaces of its own, or one of
     them, or nothing where neither is permitted (or, on a GPU host, where the GPU does not work inside them)."""
-    return _first_usable(("--net", "--ipc"), ("--net",), ("--ipc",))
+    _check_prefixes_ahead()
+    return _first_usable(*SERVER_CHOICES)
 
 
 @functools.lru_cache(maxsize=None)
@@ -185,7 +211,7 @@ def worker_prefix() -> tuple[str, ...]:
     """Prefix of a worker started with `python -m` (no fork server): the server's namespaces plus a PID namespace
     whose init is the worker (`unshare` stays its parent and is killed with it)."""
     flags = tuple(f for f in server_prefix() if f.startswith("--") and f not in ("--map-root-user", "--"))
-    return _first_usable((*flags, "--pid", "--fork", "--kill-child")) or server_prefix()
+    return _first_usable((*flags, *PID_FLAGS)) or server_prefix()
 
 
 def prefix_layers(prefix) -> list[str]:
@@ -632,8 +658,8 @@ def _layers_the_gpu_survives(entered: list[str]) -> tuple[list[str], dict[str, s
     """The largest part of `entered` inside which the GPU still works, found layer by layer, with the reason each
     left-out layer was left out (some hosts, e.g. gVisor's GPU proxy, refuse the driver inside a layer)."""
     left_out: dict[str, str] = {}
-    for layer in entered:  # each layer alone
-        _, got, _ = _probe_once([layer], gpu=True)
+    alone = _in_parallel(lambda layer: _probe_once([layer], gpu=True)[1], entered)  # each layer alone
+    for layer, got in zip(entered, alone):
         if got != "ok":
             left_out[layer] = f"left out: the GPU does not work inside it on this host ({got})"
     keep = [layer for layer in entered if layer not in left_out]
@@ -646,14 +672,40 @@ def _layers_the_gpu_survives(entered: list[str]) -> tuple[list[str], dict[str, s
     return keep, left_out
 
 
-@functools.lru_cache(maxsize=None)
+_PROBE_LOCK = threading.Lock()
+_probed: dict | None = None
+
+
 def probe() -> dict:
-    """What this host permits, found once per process: {"prefix_layers", "worker_layers", "skipped", "gpu"}. A
-    throw-away process enters every worker layer; on a host with an NVIDIA GPU it must also use the GPU inside them,
-    and layers the GPU does not survive are left out (and reported) rather than leave every verification an
-    `infra_error`. "gpu" is the check's result inside the layers kept (None without a GPU)."""
+    """What this host permits, found once per process (callers on other threads wait for the first):
+    {"prefix_layers", "worker_layers", "skipped", "gpu"}. A throw-away process enters every worker layer; on a host
+    with an NVIDIA GPU it must also use the GPU inside them, and layers the GPU does not survive are left out (and
+    reported) rather than leave every verification an `infra_error`. "gpu" is the check's result inside the layers
+    kept (None without a GPU). The checks that do not depend on each other run side by side."""
+    global _probed
+    with _PROBE_LOCK:
+        if _probed is None:
+            _probed = _probe_host()
+        return _probed
+
+
+def _forget_probe() -> None:
+    global _probed
+    with _PROBE_LOCK:
+        _probed = None
+
+
+probe.cache_clear = _forget_probe  # as for the lru_cache'd checks: tests probe again with other fakes
+
+
+def _probe_host() -> dict:
     gpu = _host_has_nvidia_gpu()
-    report, gpu_result, err = _probe_once(WORKER_LAYERS, gpu)
+    server_prefix(), worker_prefix()  # the prefixes first: every probe process starts under worker_prefix()
+    if gpu:  # the whole set and the bare process side by side: the bare result is needed when the set fails
+        (report, gpu_result, err), (_, bare, _) = _in_parallel(
+            lambda layers: _probe_once(layers, gpu=True), [WORKER_LAYERS, []])
+    else:
+        report, gpu_result, err = _probe_once(WORKER_LAYERS, gpu)
     skipped = dict(report.get("skipped", {}))
     if not report:
         skipped = {layer: f"the probe wrote no report: {err}" for layer in WORKER_LAYERS}
@@ -661,7 +713,6 @@ def probe() -> dict:
         skipped["pid"] = PREFIX_GPU_NOTES["pid"]
     entered = list(report.get("layers", []))
     if gpu and gpu_result != "ok" and entered:
-        _, bare, _ = _probe_once([], gpu=True)
         if bare == "ok":  # the layers are what breaks it
             entered, left_out = _layers_the_gpu_survives(entered)
             skipped.update(left_out)
