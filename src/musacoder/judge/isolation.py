@@ -139,6 +139,12 @@ PREFIX_GPU_NOTES: dict[str, str] = {}
 def _gpu_check_under(prefix: tuple[str, ...]) -> str:
     """`gpu_selfcheck()`'s result in a process started under `prefix` (entering no worker layer)."""
     scratch = Path(tempfile.mkdtemp(prefix="probe-", dir=workers_base()))
+    if "--pid" in prefix and "--mount-proc" not in prefix:
+        # a worker in a PID namespace of its own mounts a /proc of that namespace before anything uses the GPU; without
+        # it getpid() names another process's /proc entry, which a driver reading /proc/<pid> may refuse (CUDA error
+        # 304 on both H200 hosts seen), so the check runs the way the worker will
+        at = prefix.index("--pid")
+        prefix = (*prefix[:at], "--mount-proc", *prefix[at:])
     try:
         run = subprocess.run([*prefix, sys.executable, "-c",
                               "from musacoder.judge import isolation; isolation.gpu_selfcheck()"],
@@ -654,9 +660,16 @@ def _probe_once(layers, gpu: bool) -> tuple[dict, str | None, str]:
     return report, gpu_result, err
 
 
-def _layers_the_gpu_survives(entered: list[str]) -> tuple[list[str], dict[str, str]]:
+def _layers_the_gpu_survives(entered: list[str], why: str = "") -> tuple[list[str], dict[str, str]]:
     """The largest part of `entered` inside which the GPU still works, found layer by layer, with the reason each
     left-out layer was left out (some hosts, e.g. gVisor's GPU proxy, refuse the driver inside a layer)."""
+    # one layer at fault, perhaps only without another (mount-ro without dev leaves the host's /dev/shm read-only):
+    # the whole set less each layer, side by side; the first that works, dropping from the end first, is kept
+    less_one = _in_parallel(lambda layer: _probe_once([x for x in entered if x != layer], gpu=True)[1], entered)
+    for layer, got in reversed(list(zip(entered, less_one))):
+        if got == "ok":
+            return ([x for x in entered if x != layer],
+                    {layer: f"left out: the GPU does not work inside it with the other layers on this host ({why})"})
     left_out: dict[str, str] = {}
     alone = _in_parallel(lambda layer: _probe_once([layer], gpu=True)[1], entered)  # each layer alone
     for layer, got in zip(entered, alone):
@@ -714,7 +727,7 @@ def _probe_host() -> dict:
     entered = list(report.get("layers", []))
     if gpu and gpu_result != "ok" and entered:
         if bare == "ok":  # the layers are what breaks it
-            entered, left_out = _layers_the_gpu_survives(entered)
+            entered, left_out = _layers_the_gpu_survives(entered, gpu_result)
             skipped.update(left_out)
             gpu_result = "ok"
         else:
