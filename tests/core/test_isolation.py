@@ -371,8 +371,8 @@ def test_probe_runs_independent_gpu_checks_side_by_side_and_once_per_process(mon
 
 
 def test_probe_keeps_a_layer_that_fails_the_gpu_only_without_another(monkeypatch):
-    """A layer may break the driver only on its own (mount-ro without dev leaves the host's /dev/shm read-only, say):
-    checked alone it looks guilty, inside the whole set it is fine. The probe leaves out only the layer at fault."""
+    """A layer may break the driver only without another (mount-ro leaves the host's /dev/shm read-only unless dev gives
+    the worker its own, say): checked alone it looks guilty, inside the whole set it is fine. The probe leaves out only the layer at fault."""
     def fake_probe_once(layers, gpu):
         s = set(layers)
         ok = "seccomp" not in s and ("mount-ro" not in s or "dev" in s)

@@ -663,8 +663,8 @@ def _probe_once(layers, gpu: bool) -> tuple[dict, str | None, str]:
 def _layers_the_gpu_survives(entered: list[str], why: str = "") -> tuple[list[str], dict[str, str]]:
     """The largest part of `entered` inside which the GPU still works, found layer by layer, with the reason each
     left-out layer was left out (some hosts, e.g. gVisor's GPU proxy, refuse the driver inside a layer)."""
-    # one layer at fault, perhaps only without another (mount-ro without dev leaves the host's /dev/shm read-only):
-    # the whole set less each layer, side by side; the first that works, dropping from the end first, is kept
+    # one layer at fault, perhaps only in the absence of another (a read-only host /dev/shm is replaced by the `dev`
+    # layer's own, say): the whole set less each layer, side by side; the first that works, from the end, is kept
     less_one = _in_parallel(lambda layer: _probe_once([x for x in entered if x != layer], gpu=True)[1], entered)
     for layer, got in reversed(list(zip(entered, less_one))):
         if got == "ok":
