@@ -9,7 +9,10 @@
 #   STEPS="smoke throughput" LIMIT=48 WORKERS=14 T_THR=230, STEPS=fidelity FID_LIMIT=5 FID_EVERY=6 T_FID=180,
 #   STEPS=probe, STEPS=tests T_PRE=100 T_TEST=200 (and a fresh-process warm phase:
 #   STEPS=throughput THR_PHASES=warm THR_TAG=-w16 LIMIT=48 WORKERS=16 T_THR=80)
-#   STEPS=anchor ANC_LIMIT=4 ANC_WORKERS=14 T_ANC=570   (KernelBench's own harness beside musacoder, full task sizes)
+#   STEPS=anchor ANC_ONLY='level2/12_*,level2/30_*,level1/10_*,level1/95_*,level3/4_*' ANC_LIMIT=5 ANC_WORKERS=5
+#   T_ANC=545 ANC_TIMEOUT=180   (KernelBench's own harness beside musacoder, full task sizes)
+#   STEPS="smoke golden" T_GOLD=430 GOLD_ORDER=.kb/order.txt   (the golden set at full size; the log of earlier calls
+#   carried in .kb/golden.cold.jsonl is resumed, ids in the order file one per line)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
