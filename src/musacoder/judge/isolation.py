@@ -139,12 +139,6 @@ PREFIX_GPU_NOTES: dict[str, str] = {}
 def _gpu_check_under(prefix: tuple[str, ...]) -> str:
     """`gpu_selfcheck()`'s result in a process started under `prefix` (entering no worker layer)."""
     scratch = Path(tempfile.mkdtemp(prefix="probe-", dir=workers_base()))
-    if "--pid" in prefix and "--mount-proc" not in prefix:
-        # a worker in a PID namespace of its own mounts a /proc of that namespace before anything uses the GPU; without
-        # it getpid() names another process's /proc entry, which a driver reading /proc/<pid> may refuse (CUDA error
-        # 304 on both H200 hosts seen), so the check runs the way the worker will
-        at = prefix.index("--pid")
-        prefix = (*prefix[:at], "--mount-proc", *prefix[at:])
     try:
         run = subprocess.run([*prefix, sys.executable, "-c",
                               "from musacoder.judge import isolation; isolation.gpu_selfcheck()"],
