@@ -143,3 +143,36 @@ def test_families_filter():
     assert {candidate(SynthConfig(families=["graph"]), i).kind for i in range(1, 10)} == {"graph"}
     with pytest.raises(ValueError, match="unknown families"):
         candidate(SynthConfig(families=["nope"]), 1)
+
+
+def test_every_block_of_a_real_architecture_is_kept_by_the_stage_1_checks(tmp_path):
+    """Stage 1, part c: each block and variant renders a loadable KernelBench-format task that executes, is
+    deterministic, finite and not degenerate; its size constants carry through --set as for the other kinds."""
+    from musacoder.data.blocks import BLOCKS, VARIANTS, block_task
+    from musacoder.data.catalogue import Sizes
+
+    for name, build in sorted(BLOCKS.items()):
+        for variant in VARIANTS:
+            spec = build(Sizes(random.Random(f"{name}:{variant}"), variant, 1.0))
+            assert spec.kind == "block" and spec.family == "block"
+            source = render_task(spec)
+            path = tmp_path / f"1_{name}_{variant}.py"
+            path.write_text(source)
+            load_module(load_task(path))
+            assert size_constants(source), name
+            result = check_task(source, seed=0)
+            assert result.kept, (name, variant, result.reason)
+    assert block_task(random.Random(0), scale=2.0).constants != block_task(random.Random(0)).constants
+
+
+def test_blocks_come_from_a_stream_of_their_own():
+    """Blocks are a share of the candidates (`block_fraction`), drawn so that every other candidate of a seed stays
+    what it was without them; `families=['block']` gives blocks only."""
+    with_blocks, without = SynthConfig(seed=2, block_fraction=0.3), SynthConfig(seed=2, block_fraction=0.0)
+    kinds = [candidate(with_blocks, i).kind for i in range(40)]
+    assert 4 <= kinds.count("block") <= 24 and "block" not in {candidate(without, i).kind for i in range(40)}
+    for i, kind in enumerate(kinds):
+        if kind != "block":
+            assert render_task(candidate(with_blocks, i)) == render_task(candidate(without, i))
+    assert {candidate(SynthConfig(families=["block"]), i).kind for i in range(10)} == {"block"}
+    assert {candidate(SynthConfig(families=["gemm"]), i).family for i in range(10)} == {"gemm"}

@@ -16,14 +16,16 @@ def tasks(
     count: Annotated[int, typer.Option(min=1, help="Candidates to generate and execute (kept + rejected).")] = 60,
     seed: Annotated[int, typer.Option(help="Generation seed; also seeds the checks' weights and inputs.")] = 0,
     scale: Annotated[float, typer.Option(min=0.01, help="Multiplies every size (1: CPU-sized; odd sizes stay odd).")] = 1.0,
-    families: Annotated[Optional[str], typer.Option(help="Comma-separated catalogue families and/or 'graph' (default: all).")] = None,
+    families: Annotated[Optional[str], typer.Option(help="Comma-separated catalogue families, 'graph' and/or 'block' (default: all).")] = None,
     graph_fraction: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of random-graph candidates.")] = 0.5,
+    block_fraction: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of real-architecture blocks.")] = 0.15,
     max_forward_s: Annotated[float, typer.Option(help="Reject a task whose forward takes longer (CPU, one thread).")] = 2.0,
     max_footprint_mib: Annotated[float, typer.Option(help="Reject a task whose inputs+outputs+parameters exceed this.")] = 512.0,
     timeout_s: Annotated[float, typer.Option(help="Kill the check of one candidate after this long.")] = 60.0,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
 ) -> None:
-    """Stage 1: synthesise KernelBench-format tasks (catalogue variants and random operator graphs), execute each
+    """Stage 1: synthesise KernelBench-format tasks (catalogue variants, random operator graphs, blocks of real
+    architectures), execute each
     before keeping it, and log every candidate with its reason in OUT/manifest.jsonl."""
     from rich.console import Console
 
@@ -33,7 +35,7 @@ def tasks(
     console = Console()
     try:
         config = SynthConfig(
-            count=count, seed=seed, scale=scale, graph_fraction=graph_fraction,
+            count=count, seed=seed, scale=scale, graph_fraction=graph_fraction, block_fraction=block_fraction,
             families=[f.strip() for f in (families or "").split(",") if f.strip()],
             limits=CheckLimits(max_forward_s=max_forward_s, max_footprint_bytes=int(max_footprint_mib * 2**20),
                                timeout_s=timeout_s),

@@ -30,8 +30,10 @@ class TasksSection(_Section):
     count: int = Field(60, ge=1, description="Stage-1 candidates (kept + rejected).")
     seed: int = 0
     scale: float = Field(1.0, gt=0, description="Multiplies every size.")
-    families: list[str] = Field(default_factory=list, description="Catalogue families and/or 'graph'; empty = all.")
+    families: list[str] = Field(default_factory=list,
+                                description="Catalogue families, 'graph' and/or 'block'; empty = all.")
     graph_fraction: float = Field(0.5, ge=0, le=1)
+    block_fraction: float = Field(0.15, ge=0, le=1, description="Share of real-architecture blocks.")
 
 
 class DecontamSection(_Section):
@@ -128,7 +130,8 @@ def run_pipeline(cfg: PipelineConfig, *, progress: bool = True, log=print,
     log("stage 1: tasks")
     t = cfg.tasks
     synth = synthesize(SynthConfig(count=t.count, seed=t.seed, scale=t.scale, families=t.families,
-                                   graph_fraction=t.graph_fraction, limits=CheckLimits()), out / "tasks",
+                                   graph_fraction=t.graph_fraction,
+                                   block_fraction=t.block_fraction, limits=CheckLimits()), out / "tasks",
                        progress=progress)
     summary["tasks"] = {"candidates": synth.candidates, "kept": synth.kept, "families": dict(synth.families)}
 

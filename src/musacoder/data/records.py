@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-Kind = Literal["catalogue", "graph"]
+Kind = Literal["catalogue", "graph", "block"]
 ConstantValue = int | float | bool | str | tuple
 
 
@@ -19,7 +19,7 @@ class TaskSpec(BaseModel):
     """
 
     name: str  # CamelCase-ish title used in the file name, e.g. "Linear_BiasAdd_GELU_Sum"
-    family: str  # op family of the catalogue entry ("activation", "gemm", …) or "graph"
+    family: str  # op family of the catalogue entry ("activation", "gemm", …), "graph" or "block"
     kind: Kind
     variant: str = "base"  # base, odd, noncontig, broadcast, fp16, bf16 (catalogue); graph: "dag" or "chain"
     doc: str = ""

@@ -1,20 +1,20 @@
-"""Stage 1 driver: candidates from the catalogue and random graphs, each executed before it is kept, one manifest
+"""Stage 1 driver: candidates from the catalogue, random graphs and real-architecture blocks, each executed before it is kept, one manifest
 line per candidate (`manifest.jsonl` next to the tasks). IO lives here; generation and checks are imported.
 
-Candidate `i` of a run is a pure function of (seed, i, scale, families, graph_fraction), so a rerun into the same
+Candidate `i` of a run is a pure function of (seed, i, scale, families, graph_fraction, block_fraction), so a rerun into the same
 folder skips the indices its manifest already holds and continues where the last run stopped.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from collections import Counter
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from musacoder.data.blocks import block_task
 from musacoder.data.catalogue import CATALOGUE, FAMILIES, catalogue_task
 from musacoder.data.check import CheckLimits
 from musacoder.data.graphs import graph_task
@@ -22,7 +22,7 @@ from musacoder.data.records import ManifestRow, TaskCheck, TaskSpec
 from musacoder.data.render import render_task
 
 MANIFEST = "manifest.jsonl"
-ALL_FAMILIES: tuple[str, ...] = (*FAMILIES, "graph")
+ALL_FAMILIES: tuple[str, ...] = (*FAMILIES, "graph", "block")
 
 
 class SynthConfig(BaseModel):
@@ -31,8 +31,9 @@ class SynthConfig(BaseModel):
     count: int = Field(60, ge=1)  # candidates to generate and check (kept + rejected)
     seed: int = 0  # generation seed; also the seed the checks draw weights and inputs from
     scale: float = Field(1.0, gt=0)  # multiplies every size; 1 is CPU-sized
-    families: list[str] = Field(default_factory=list)  # catalogue families and/or "graph"; empty: all
-    graph_fraction: float = Field(0.5, ge=0, le=1)  # share of graph candidates when both kinds are selected
+    families: list[str] = Field(default_factory=list)  # catalogue families, "graph" and/or "block"; empty: all
+    graph_fraction: float = Field(0.5, ge=0, le=1)  # share of graph candidates among graph and catalogue ones
+    block_fraction: float = Field(0.15, ge=0, le=1)  # share of real-architecture blocks when other kinds are selected
     limits: CheckLimits = Field(default_factory=CheckLimits)
     threads: int = Field(1, ge=1)  # torch threads in the check process (timings comparable, bitwise reruns)
 
@@ -52,9 +53,13 @@ def candidate(config: SynthConfig, index: int) -> TaskSpec:
     if unknown:
         raise ValueError(f"unknown families {sorted(unknown)}; choose from {', '.join(ALL_FAMILIES)}")
     rng = random.Random(f"musacoder.data:{config.seed}:{index}")
-    cat = families - {"graph"}
+    cat = families - {"graph", "block"}
     want_graph = not families or "graph" in families
     want_cat = not families or bool(cat)
+    if not families or "block" in families:  # drawn from a stream of its own: the other candidates stay as they were
+        pick = random.Random(f"musacoder.data.block:{config.seed}:{index}")
+        if not (want_graph or want_cat) or pick.random() < config.block_fraction:
+            return block_task(rng, config.scale)
     if want_graph and (not want_cat or rng.random() < config.graph_fraction):
         return graph_task(rng, config.scale)
     return catalogue_task(rng, config.scale, cat or None)
