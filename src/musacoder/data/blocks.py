@@ -25,13 +25,13 @@ def _seq(sz: Sizes) -> dict:
     """Sizes of a sequence block: batch, sequence length, model width and heads (width divisible by heads)."""
     heads = sz.rng.choice((4, 8)) if not sz.odd else sz.rng.choice((3, 5))
     head_dim = sz.n((32, 64), (24, 40), fixed=True)
-    return {"batch_size": sz.n(4, 3), "seq_len": sz.n((64, 128), (63, 127)), "n_embd": heads * head_dim,
+    return {"batch_size": sz.n((2, 4), (3, 5)), "seq_len": sz.n((64, 128), (63, 127)), "n_embd": heads * head_dim,
             "n_head": heads}
 
 
 def _img(sz: Sizes, channels=(32, 64), odd_channels=(24, 40)) -> dict:
-    return {"batch_size": sz.n(4, 3), "channels": sz.n(channels, odd_channels), "height": sz.n(32, 31),
-            "width": sz.n(32, 33)}
+    return {"batch_size": sz.n((2, 4), (3, 5)), "channels": sz.n(channels, odd_channels),
+            "height": sz.n((24, 32), (23, 31)), "width": sz.n((24, 32), (25, 33))}
 
 
 def _x(dims: list[str]) -> list[str]:
@@ -209,7 +209,7 @@ def _convnext(sz: Sizes) -> TaskSpec:
 
 def _patch_embedding(sz: Sizes) -> TaskSpec:
     patch = sz.rng.choice((4, 8))
-    c = {"batch_size": sz.n(4, 3), "in_chans": 3, "img_size": patch * sz.n(8, 7, fixed=True),
+    c = {"batch_size": sz.n((2, 4), (3, 5)), "in_chans": 3, "img_size": patch * sz.n((6, 8), (5, 7), fixed=True),
          "patch_size": patch, "embed_dim": sz.n((192, 256), (191, 257))}
     return TaskSpec(name="ViTPatchEmbedding", family="block", kind="block",
                     doc="ViT's patch embedding: strided conv, flatten to tokens, prepend the class token, add learned "
