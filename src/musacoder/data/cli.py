@@ -25,8 +25,7 @@ def tasks(
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
 ) -> None:
     """Stage 1: synthesise KernelBench-format tasks (catalogue variants, random operator graphs, blocks of real
-    architectures), execute each
-    before keeping it, and log every candidate with its reason in OUT/manifest.jsonl."""
+    architectures), execute each before keeping it, and log every candidate with its reason in OUT/manifest.jsonl."""
     from rich.console import Console
 
     from musacoder.data.check import CheckLimits

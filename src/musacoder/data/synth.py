@@ -1,8 +1,9 @@
-"""Stage 1 driver: candidates from the catalogue, random graphs and real-architecture blocks, each executed before it is kept, one manifest
-line per candidate (`manifest.jsonl` next to the tasks). IO lives here; generation and checks are imported.
+"""Stage 1 driver: candidates from the catalogue, random graphs and real-architecture blocks, each executed before it
+is kept, one manifest line per candidate (`manifest.jsonl` next to the tasks). IO lives here; generation and checks
+are imported.
 
-Candidate `i` of a run is a pure function of (seed, i, scale, families, graph_fraction, block_fraction), so a rerun into the same
-folder skips the indices its manifest already holds and continues where the last run stopped.
+Candidate `i` of a run is a pure function of (seed, i, scale, families, graph_fraction, block_fraction), so a rerun
+into the same folder skips the indices its manifest already holds and continues where the last run stopped.
 """
 
 from __future__ import annotations

@@ -680,7 +680,6 @@ def _layers_the_gpu_survives(entered: list[str], why: str = "") -> tuple[list[st
 
 
 _PROBE_LOCK = threading.Lock()
-_probed: dict | None = None
 
 
 def probe() -> dict:
@@ -689,22 +688,11 @@ def probe() -> dict:
     with an NVIDIA GPU it must also use the GPU inside them, and layers the GPU does not survive are left out (and
     reported) rather than leave every verification an `infra_error`. "gpu" is the check's result inside the layers
     kept (None without a GPU). The checks that do not depend on each other run side by side."""
-    global _probed
     with _PROBE_LOCK:
-        if _probed is None:
-            _probed = _probe_host()
-        return _probed
+        return _probe_host()
 
 
-def _forget_probe() -> None:
-    global _probed
-    with _PROBE_LOCK:
-        _probed = None
-
-
-probe.cache_clear = _forget_probe  # as for the lru_cache'd checks: tests probe again with other fakes
-
-
+@functools.lru_cache(maxsize=None)
 def _probe_host() -> dict:
     gpu = _host_has_nvidia_gpu()
     server_prefix(), worker_prefix()  # the prefixes first: every probe process starts under worker_prefix()
@@ -731,6 +719,9 @@ def _probe_host() -> dict:
             skipped[layer] = PREFIX_GPU_NOTES.get(layer, "unshare is missing or not permitted here")
     return {"prefix_layers": prefix_layers(server_prefix()), "worker_layers": entered, "skipped": skipped,
             "gpu": gpu_result if gpu else None}
+
+
+probe.cache_clear = _probe_host.cache_clear  # tests probe again with other fakes
 
 
 def layers() -> list[str]:
