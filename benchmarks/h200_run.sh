@@ -23,7 +23,7 @@
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests throughput baseline"}  # also: smoke golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost anchor
+STEPS=${STEPS:-"tests throughput baseline"}  # also: smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost anchor
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
@@ -39,6 +39,19 @@ if has smoke; then  # one legitimate CUDA candidate end to end; stop here if the
     --candidate examples/candidates/relu_cuda.py --backend cuda --json > "$OUT/smoke.json" 2> "$OUT/smoke.log"
   python3 -c "import json,sys; v=json.load(open('$OUT/smoke.json')); print('smoke', v['status'], v.get('speedup'), v.get('stage_s'), v.get('error'), v.get('violations'), v.get('flags'), v.get('sandbox')); sys.exit(v['status']!='ok')" \
     || { tail -20 "$OUT/smoke.log"; exit 1; }
+fi
+if has data; then  # issue 18's stage 1 + decontamination + operator families on the host's cores (CPU work: it runs in
+  # the background beside the next steps and is waited for at the end); DATA_COUNT candidates, packed in data.tgz
+  ( D=/tmp/data; mkdir -p $D
+    timeout ${T_DATA:-500} python3 -m musacoder.cli data tasks --out $D/tasks --count ${DATA_COUNT:-560} \
+      --seed ${DATA_SEED:-7} --no-progress > $D/tasks.log 2>&1
+    timeout ${T_DATA:-500} python3 -m musacoder.cli data decontam $D/tasks --against "$KB" --report $D/decontam.json \
+      > $D/decontam.log 2>&1
+    timeout ${T_DATA:-500} python3 -m musacoder.cli data diagnose $D/tasks --out $D/diag --no-progress > $D/diag.log 2>&1
+    python3 benchmarks/data_summary.py $D > $D/summary.txt 2>&1
+    tar czf "$OUT/data.tgz" -C $D tasks/manifest.jsonl decontam.json diag/profiles.jsonl tasks.log decontam.log \
+      diag.log summary.txt summary.json ) &
+  DATA_PID=$!
 fi
 if has golden; then  # the golden candidates at the task files' own sizes (not shrunk); verdicts appended as they come to
   # /tmp/golden.cold.jsonl, which a later call on the same warm machine resumes (GOLD_ONLY: comma-separated id globs)
@@ -141,3 +154,4 @@ if has anchor; then  # KernelBench's eval_kernel_against_ref (one process per ca
     --timeout ${ANC_TIMEOUT:-240} --json "$OUT/anchor.json" > "$OUT/anchor.log" 2>&1
   tail -10 "$OUT/anchor.log"
 fi
+if has data; then wait $DATA_PID; cat /tmp/data/summary.txt; fi

@@ -241,7 +241,7 @@ def main() -> None:
                       "mean_stage_s": {k: round(x, 3) for k, x in sorted(stages.items())},
                       # the memory reservation: how many verifications it let share a GPU, what they reserved, what the
                       # GPU really held, and each candidate worker's own peak against the estimate it was admitted on
-                      "slots_peak": {d: {"pinned": n, "reserved_gb": round(b / 2**30, 1)} for d, (n, b) in DEVICE_SLOTS.peak.items()},
+                      "slots_peak": {d: {"holding": n, "reserved_gb": round(b / 2**30, 1)} for d, (n, b) in DEVICE_SLOTS.peak.items()},
                       "gpu_used_peak_gb": round(mem.peak_mib / 1024, 1),
                       # each candidate worker's measured peak over the worker side of its admission estimate
                       "worker_peak_over_estimate_max": max([v.device_mem_gb / v.memory_estimate_gb["worker"]

@@ -222,8 +222,8 @@ def test_memory_reservations_never_overcommit_a_device_and_one_always_runs():
         t.join()
     assert len(ran) == 7 and peak[0] <= 10
     assert slots._reserved["cuda:0"] == 0
-    most_pinned, most_reserved = slots.peak["cuda:0"]
-    assert most_reserved == 50 and 1 <= most_pinned <= 3  # the big job ran alone; at most three 3-unit jobs at once
+    most_holding, most_reserved = slots.peak["cuda:0"]
+    assert most_reserved == 50 and 1 <= most_holding <= 3  # the big job ran alone; at most three 3-unit jobs at once
 
 
 def test_memory_reservations_spread_over_devices():
@@ -294,3 +294,50 @@ def test_alone_waits_for_an_empty_device_and_keeps_it():
     t.join()
     s.join()
     assert order[:2] == ["alone in", "alone out"] and order[2] == "small"  # nothing joins it while it runs
+
+
+def test_pinned_verifications_build_while_a_large_one_holds_the_memory():
+    """`pin` reserves nothing: while a verification larger than the device holds its memory, the next ones pin the
+    device (their workers start and their candidates build) but reserve, and so run, only after it ends."""
+    slots = DeviceSlots(cuda_count=1, memory={"cuda:0": 10})
+    events = []
+    with slots.assign("cuda", 50):
+        def nxt(i):
+            with slots.pin("cuda", 50) as dev:
+                events.append(f"pinned {i}")
+                with slots.reserve(dev, 50):
+                    events.append(f"runs {i}")
+                    time.sleep(0.02)
+                    events.append(f"ends {i}")
+
+        threads = [threading.Thread(target=nxt, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        time.sleep(0.1)
+        assert sorted(events) == ["pinned 0", "pinned 1"]  # built beside the large one, not yet running
+    for t in threads:
+        t.join()
+    runs = [e for e in events if not e.startswith("pinned")]
+    assert runs in (["runs 0", "ends 0", "runs 1", "ends 1"], ["runs 1", "ends 1", "runs 0", "ends 0"])
+    assert slots._reserved["cuda:0"] == 0 and slots._assigned["cuda:0"] == 0
+
+
+def test_two_retries_alone_do_not_wait_for_each_other_forever():
+    slots = DeviceSlots(cuda_count=1, memory={"cuda:0": 100})
+    order = []
+
+    def lone(i):
+        with slots.pin("cuda", 10) as dev:
+            time.sleep(0.02)  # both pinned before either reserves
+            with slots.reserve(dev, 10, alone=True):
+                order.append(f"in {i}")
+                time.sleep(0.02)
+                order.append(f"out {i}")
+
+    threads = [threading.Thread(target=lone, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert not any(t.is_alive() for t in threads)
+    assert order[0][3:] == order[1][4:] and order[2][3:] == order[3][4:]  # one after the other, never overlapping

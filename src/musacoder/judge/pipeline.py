@@ -218,15 +218,13 @@ class _Run:
         need = self.fp.total if self.fp else (WORKER_FIXED + TRUSTED_FIXED if cuda else 0)
         if self.fp:
             v.memory_estimate_gb = {"worker": round(self.fp.worker / GiB, 3), "trusted": round(self.fp.trusted / GiB, 3)}
+        self.need = need
         t0 = time.monotonic()
-        with DEVICE_SLOTS.assign(device, need, alone=self.alone) as dev:
+        # pinned to a device first, reserving nothing: the worker starts and the candidate builds while other
+        # verifications run; `_admitted` reserves the footprint before anything runs on the device
+        with DEVICE_SLOTS.pin(device, need) as dev:
             v.stage_s["admission_wait"] = round(v.stage_s.get("admission_wait", 0.0) + time.monotonic() - t0, 4)
             self.device = v.device = dev
-            if self.alone and dev.startswith("cuda") and cuda_available():
-                gc.collect()  # what earlier verifications left cached in this process goes back to the device
-                torch.cuda.empty_cache()
-            if dev.startswith("cuda") and cuda_available():
-                torch.cuda.reset_peak_memory_stats(torch.device(dev))
             try:
                 with self._sandbox(backend, dev, fresh=fresh) as sb:
                     # the wait for a ready worker, and (for diagnosis) what the worker says its start cost, part by part
@@ -251,6 +249,20 @@ class _Run:
                                   f"({str(e).splitlines()[0][:200]})") from None
             finally:
                 self._release(dev)
+
+    @contextlib.contextmanager
+    def _admitted(self):
+        """Hold the verification's memory reservation on its device (waiting, into `admission_wait`, until its
+        footprint fits beside the others'); with `alone`, the whole device."""
+        dev, t0 = self.device, time.monotonic()
+        with DEVICE_SLOTS.reserve(dev, self.need, alone=self.alone):
+            self.v.stage_s["admission_wait"] = round(self.v.stage_s.get("admission_wait", 0.0) + time.monotonic() - t0, 4)
+            if dev.startswith("cuda") and cuda_available():
+                if self.alone:
+                    gc.collect()  # what earlier verifications left cached in this process goes back to the device
+                    torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats(torch.device(dev))
+            yield
 
     def _release(self, dev: str) -> None:
         """Give the trusted side's device memory back when a verification (or an attempt) ends."""
@@ -330,7 +342,8 @@ class _Run:
             v.error = "compiled; running needs a CUDA GPU and none is visible on this machine"
             v.legal = True
             raise _Stop("infra_error")
-        self._run_stages(sb, module, device)
+        with self._admitted():
+            self._run_stages(sb, module, device)
 
     def _load(self, sb: Sandbox, code: str, backend: str, device: str, task: Task) -> LoadReply:
         """Build and import the candidate in the worker. An error while importing is the candidate's (stage `build`

@@ -39,10 +39,13 @@ class DeviceSlots:
         self._queue: dict[int, tuple[set[str], bool]] = {}  # waiters by arrival ticket → (devices, exclusive?)
         self._next_ticket = 0
         self._assigned: dict[str, int] = {}
+        self._alone: set[str] = set()  # devices a verification holds alone (or waits to)
         self._cuda_count = cuda_count
         self.max_shared = max_shared
         self.trace: list[tuple[str, str, float, float]] | None = None  # set to [] to record (device, kind, start, end)
-        self.peak: dict[str, tuple[int, int]] = {}  # per device: most verifications pinned at once, most bytes reserved
+        self._holding: dict[str, int] = {}  # verifications holding a reservation on each device
+        self.peak: dict[str, tuple[int, int]] = {}  # per device: most verifications holding reservations at once, most
+        # bytes reserved
 
     def devices_for(self, device: str) -> list[str]:
         if device == "cuda":
@@ -66,30 +69,62 @@ class DeviceSlots:
 
     @contextlib.contextmanager
     def assign(self, device: str, need_bytes: int = 0, alone: bool = False):
-        """Pin one verification to the concrete device with the fewest verifications pinned to it, reserving
-        `need_bytes` of its memory until the verification ends: a verification waits until its estimate fits beside
-        the others' (one always runs, however large), so concurrent verifications cannot run a GPU out of memory.
-        With `alone`, it waits until no other verification is pinned to the device and reserves all of it (the retry
-        of a verification whose harness ran out of device memory)."""
+        """Pin one verification to a concrete device and reserve `need_bytes` of its memory at once, until the block
+        ends (`pin` then `reserve`; see there)."""
+        with self.pin(device, need_bytes) as dev, self.reserve(dev, need_bytes, alone=alone):
+            yield dev
+
+    @contextlib.contextmanager
+    def pin(self, device: str, need_bytes: int = 0):
+        """Pin one verification to the concrete device with the fewest verifications pinned to it (among those where
+        `need_bytes` fits now, if any), reserving nothing yet: its worker starts and its candidate builds there while
+        other verifications run, and `reserve` admits it to the device's memory before it runs. A verification pinned
+        alone (see `reserve`) keeps newcomers out until it ends."""
         with self._cv:
             while True:
-                if alone:
-                    need_bytes = max(need_bytes, max((self.capacity(d) or 0) for d in self.devices_for(device)))
-                fits = [d for d in self.devices_for(device) if self._fits(d, need_bytes)]
-                if fits:
+                free = [d for d in self.devices_for(device) if d not in self._alone]
+                if free:
+                    fits = [d for d in free if self._fits(d, need_bytes)] or free
                     dev = min(fits, key=lambda d: self._assigned.get(d, 0))
                     break
                 self._cv.wait()
             self._assigned[dev] = self._assigned.get(dev, 0) + 1
-            self._reserved[dev] = self._reserved.get(dev, 0) + need_bytes
-            most_pinned, most_reserved = self.peak.get(dev, (0, 0))
-            self.peak[dev] = (max(most_pinned, self._assigned[dev]), max(most_reserved, self._reserved[dev]))
         try:
             yield dev
         finally:
             with self._cv:
                 self._assigned[dev] -= 1
+                self._cv.notify_all()
+
+    @contextlib.contextmanager
+    def reserve(self, dev: str, need_bytes: int = 0, alone: bool = False):
+        """Reserve `need_bytes` of the memory of `dev` (a device the verification is pinned to) until the block ends:
+        it waits until its estimate fits beside the others' reservations (one always runs, however large), so
+        concurrent verifications cannot run a GPU out of memory. With `alone` (the retry of a verification whose
+        harness ran out of device memory), it waits until no other verification holds a reservation there, reserves
+        all of the device and keeps other verifications from pinning it until the block ends (those pinned before
+        may finish their builds, which hold only their worker's CUDA context, but reserve nothing until it ends)."""
+        with self._cv:
+            if alone:
+                need_bytes = max(need_bytes, self.capacity(dev) or 0)
+            while not self._fits(dev, need_bytes):  # alone: until no other verification holds a reservation there
+                if alone:
+                    self._alone.add(dev)  # no newcomer pins the device while this one waits for it to empty
+                self._cv.wait()
+            if alone:
+                self._alone.add(dev)
+            self._reserved[dev] = self._reserved.get(dev, 0) + need_bytes
+            self._holding[dev] = self._holding.get(dev, 0) + 1
+            most_holding, most_reserved = self.peak.get(dev, (0, 0))
+            self.peak[dev] = (max(most_holding, self._holding[dev]), max(most_reserved, self._reserved[dev]))
+        try:
+            yield dev
+        finally:
+            with self._cv:
                 self._reserved[dev] -= need_bytes
+                self._holding[dev] -= 1
+                if alone:
+                    self._alone.discard(dev)
                 self._cv.notify_all()
 
     def _can_take(self, dev: str, exclusive: bool) -> bool:
