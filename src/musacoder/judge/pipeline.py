@@ -120,6 +120,7 @@ class _Run:
         self.device = "cpu"
         self.alone = False
         self.fp: Footprint | None = None
+        self._large = False
         self._precision_models: tuple | None = None  # (float64 copy, rounded fp32 copy) of the reference, per attempt
         self.ipc = False  # large outputs come over CUDA IPC (musacoder.judge.ipc) once the probe read back
 
@@ -219,6 +220,9 @@ class _Run:
         if self.fp:
             v.memory_estimate_gb = {"worker": round(self.fp.worker / GiB, 3), "trusted": round(self.fp.trusted / GiB, 3)}
         self.need = need
+        # a task of a gigabyte or more: both sides give their allocator's cached blocks back to the device between
+        # steps, so the verifier's peak is nearer the larger side's than the sum of both sides' peaks
+        self._large = self.fp is not None and self.fp.inputs + self.fp.outputs >= HOST_HOLD_BYTES
         t0 = time.monotonic()
         # pinned to a device first, reserving nothing: the worker starts and the candidate builds while other
         # verifications run; `_admitted` reserves the footprint before anything runs on the device
@@ -246,7 +250,7 @@ class _Run:
                 if not _is_oom(e):
                     raise
                 raise _RetryAlone(f"the verifier ran out of device memory on the trusted side "
-                                  f"({str(e).splitlines()[0][:200]})") from None
+                                  f"({str(e).splitlines()[0][:700]})") from None
             finally:
                 self._release(dev)
 
@@ -263,6 +267,11 @@ class _Run:
                     torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats(torch.device(dev))
             yield
+
+    def _give_back(self) -> None:
+        """Return this process's cached device blocks to the GPU when the task is large (see `_on_device`)."""
+        if self._large and self.device.startswith("cuda") and cuda_available():
+            torch.cuda.empty_cache()
 
     def _release(self, dev: str) -> None:
         """Give the trusted side's device memory back when a verification (or an attempt) ends."""
@@ -431,7 +440,7 @@ class _Run:
             self._state, self._init_inputs, self._init_seed = state, init_inputs, init_seed
         self._precision_models = self._make_precision_models(ref_model)
         init = self._ask(sb, {"op": "init", "init_inputs": init_inputs, "state_dict": state, "seed": init_seed,
-                              "device": device}, cfg.timeout_s, InitReply, "correctness")
+                              "device": device, "release_memory": self._large}, cfg.timeout_s, InitReply, "correctness")
         got = _Correctness(ref_model, [], notes=list(init.notes))
         weight_bytes = nbytes(list(state.values()))
         deadline = time.monotonic() + cfg.timeout_s
@@ -450,6 +459,7 @@ class _Run:
             got.trials.append(self._judge_trial(i, ref_out, outputs, reply.report, precision))
             del outputs
             del ref_out, precision
+            self._give_back()
         return got
 
     def _input_bytes(self, module, seed: int, ref_out) -> int:
@@ -488,8 +498,7 @@ class _Run:
                 perturb = None  # the task's domain forbids the perturbation
                 ref_out = ref_model(*make_inputs(module, seed, device=device))
         precision = self._yardsticks(module, seed, perturb, device, ref_out)
-        if self.fp is not None and self.fp.inputs + self.fp.outputs >= HOST_HOLD_BYTES and cuda_available():
-            torch.cuda.empty_cache()  # the yardsticks' temporaries, gigabytes at full size, back before the worker runs
+        self._give_back()  # the yardsticks' temporaries, gigabytes at full size, back before the worker runs
         return perturb, ref_out if self._compare_device() != "cpu" else to_cpu(ref_out), precision
 
     def _yardsticks(self, module, seed: int, perturb: str | None, device: str, ref_out) -> Precision | None:
@@ -706,6 +715,7 @@ class _Run:
             _, ref_out, precision = self._reference_case(module, ref_model, seed_for(master_t, r), None, device)
             t = self._judge_trial(r, ref_out, outputs.pop(r, None), audit.report, precision)
             del ref_out, precision, outputs
+            self._give_back()
             if not t.passed:
                 t.message = f"re-check after timing (round {r}): {t.message}"
                 v.trials.append(t)

@@ -48,6 +48,7 @@ class Worker:
         self._warmed: str | None = None
         self.start_s: dict[str, float] = {}  # seconds of each part of this worker's start (reported with `ready`)
         self._exports: list = []  # tensors exported over CUDA IPC, kept alive until the next request
+        self.release_memory = False  # give cached device blocks back after every request (large tasks; see `init`)
 
     # -- helpers -----------------------------------------------------------------------------------------------
     def _poison_allocator(self, inputs) -> None:
@@ -94,6 +95,16 @@ class Worker:
         free, total = torch.cuda.mem_get_info(dev)
         return {"mem_allocated": int(torch.cuda.memory_allocated(dev)), "mem_peak": self.device_mem_peak(),
                 "mem_free": int(free), "mem_total": int(total)}
+
+    def give_back(self) -> None:
+        """Return the allocator's cached blocks to the device (large tasks: the trusted side needs them between
+        requests, while this process only waits)."""
+        if not self.release_memory:
+            return
+        if self.device.startswith("cuda") and self.torch.cuda.is_available():
+            self.torch.cuda.empty_cache()
+        elif self.device.startswith("musa"):
+            self.torch.musa.empty_cache()
 
     def sync(self):
         if self.device.startswith("cuda"):
@@ -222,6 +233,7 @@ class Worker:
                 torch.cuda.set_device(torch.device(self.device))
             elif self.device.startswith("musa"):
                 torch.musa.set_device(torch.device(self.device))
+        self.release_memory = bool(msg.get("release_memory"))
         init_inputs = list(msg["init_inputs"])
         ref_sd = msg["state_dict"]
         if self.candidate is None:
@@ -626,6 +638,7 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
             return
         op = msg["op"]
         worker._exports.clear()  # the trusted side copied the last exports before sending this request
+        worker.give_back()
         if op == "exit":
             protocol.send(fd_out, {"ok": True})
             return
@@ -634,6 +647,10 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
         except BaseException as e:  # noqa: BLE001 - harness code: a verifier fault, never the candidate's
             reply = {"ok": False, "kind": "infra_error", "error": _trim_tb(e), "where": op, "oom": _is_oom(e),
                      **worker.memory_facts()}
+        try:
+            worker.give_back()
+        except BaseException:  # noqa: BLE001 - a device the candidate broke: the reply says what happened
+            pass
         protocol.send(fd_out, reply)
 
 
