@@ -249,7 +249,7 @@ def main() -> None:
                                                             if v.device_mem_gb and v.memory_estimate_gb] or [0.0]),
                       "infra_errors": sum(v.status == "infra_error" for v in verdicts.values()),
                       "out_of_memory": sum("out of memory" in f"{v.error} {v.flags}" for v in verdicts.values()),
-                      "verdicts": {k: v.model_dump(mode="json", include={"status", "speedup", "build_s", "build_cached", "wall_s", "error", "violations", "stage_s", "device_mem_gb", "trusted_mem_gb", "memory_estimate_gb", "flags"}) | {"estimate_gb": round(estimate_gb[k], 2)} for k, v in verdicts.items()}}
+                      "verdicts": {k: v.model_dump(mode="json", include={"status", "speedup", "build_s", "build_cached", "wall_s", "error", "violations", "stage_s", "device_mem_gb", "trusted_mem_gb", "memory_estimate_gb", "flags"}) | {"estimate_gb": round(estimate_gb[k], 2) if k in estimate_gb else None} for k, v in verdicts.items()}}
         steady = res[phase]["steady_verdicts_per_min"]
         print(f"   {phase}: {res[phase]['verdicts_per_min'] or 0:.1f} verdicts/min (after the first wave: "
               f"{f'{steady:.1f}' if steady else '-'}); mean seconds per stage {res[phase]['mean_stage_s']}")

@@ -91,3 +91,25 @@ def test_what_the_candidate_raises_is_its_own_runtime_error_even_out_of_memory(t
     v = verify(task, cand, backend="cpu", config=VerifyConfig(time_candidate=False))
     assert v.status == "runtime_error" and v.reward == -1.0
     assert "the candidate asked for too much" in v.error
+
+
+def test_memory_reservation_is_held_until_the_worker_is_gone(monkeypatch, tmp_path):
+    """The next verification may be admitted to the device only after this one's worker was killed: a worker of a
+    large task that is still tearing down holds its memory (admitting the next one earlier ran the GPU out)."""
+    from musacoder.judge.sandbox import Sandbox
+    from musacoder.judge.slots import DEVICE_SLOTS
+
+    seen = []
+    close = Sandbox.close
+
+    def spy(self):
+        seen.append(DEVICE_SLOTS._holding.get("cpu", 0))
+        close(self)
+
+    monkeypatch.setattr(Sandbox, "close", spy)
+    task = tmp_path / "t.py"
+    task.write_text(TASK.replace("{fail}", "pass"))
+    v = verify(task, RELU_CPU, backend="cpu", config=VerifyConfig(timeout_s=120, time_budget_s=0.2, repeats=3))
+    assert v.status == "ok", v.error
+    assert seen and seen[0] == 1  # the worker closed while its reservation was still held
+    assert DEVICE_SLOTS._holding.get("cpu", 0) == 0

@@ -225,8 +225,10 @@ class _Run:
         self._large = self.fp is not None and self.fp.inputs + self.fp.outputs >= HOST_HOLD_BYTES
         t0 = time.monotonic()
         # pinned to a device first, reserving nothing: the worker starts and the candidate builds while other
-        # verifications run; `_admitted` reserves the footprint before anything runs on the device
-        with DEVICE_SLOTS.pin(device, need) as dev:
+        # verifications run; `_admit` reserves the footprint before anything runs on the device, and the
+        # reservation ends only here, after the worker was killed and reaped (a worker of a large task still tearing
+        # down holds its gigabytes, so the next verification must not be admitted before it is gone)
+        with DEVICE_SLOTS.pin(device, need) as dev, contextlib.ExitStack() as self._reservation:
             v.stage_s["admission_wait"] = round(v.stage_s.get("admission_wait", 0.0) + time.monotonic() - t0, 4)
             self.device = v.device = dev
             try:
@@ -254,19 +256,18 @@ class _Run:
             finally:
                 self._release(dev)
 
-    @contextlib.contextmanager
-    def _admitted(self):
-        """Hold the verification's memory reservation on its device (waiting, into `admission_wait`, until its
-        footprint fits beside the others'); with `alone`, the whole device."""
+    def _admit(self) -> None:
+        """Take the verification's memory reservation on its device (waiting, into `admission_wait`, until its
+        footprint fits beside the others'; with `alone`, the whole device). It is held until `_on_device` has closed
+        the worker."""
         dev, t0 = self.device, time.monotonic()
-        with DEVICE_SLOTS.reserve(dev, self.need, alone=self.alone):
-            self.v.stage_s["admission_wait"] = round(self.v.stage_s.get("admission_wait", 0.0) + time.monotonic() - t0, 4)
-            if dev.startswith("cuda") and cuda_available():
-                if self.alone:
-                    gc.collect()  # what earlier verifications left cached in this process goes back to the device
-                    torch.cuda.empty_cache()
-                torch.cuda.reset_peak_memory_stats(torch.device(dev))
-            yield
+        self._reservation.enter_context(DEVICE_SLOTS.reserve(dev, self.need, alone=self.alone))
+        self.v.stage_s["admission_wait"] = round(self.v.stage_s.get("admission_wait", 0.0) + time.monotonic() - t0, 4)
+        if dev.startswith("cuda") and cuda_available():
+            if self.alone:
+                gc.collect()  # what earlier verifications left cached in this process goes back to the device
+                torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(torch.device(dev))
 
     def _give_back(self) -> None:
         """Return this process's cached device blocks to the GPU when the task is large (see `_on_device`)."""
@@ -277,6 +278,8 @@ class _Run:
         """Give the trusted side's device memory back when a verification (or an attempt) ends."""
         self._precision_models = None
         if dev.startswith("cuda") and cuda_available():
+            if self._large:  # tensors an error's traceback still holds (reference cycles) go back now, not later
+                gc.collect()
             d = torch.device(dev)
             self.v.trusted_mem_gb = round(torch.cuda.max_memory_reserved(d) / GiB, 3)
             torch.cuda.empty_cache()
@@ -351,8 +354,8 @@ class _Run:
             v.error = "compiled; running needs a CUDA GPU and none is visible on this machine"
             v.legal = True
             raise _Stop("infra_error")
-        with self._admitted():
-            self._run_stages(sb, module, device)
+        self._admit()
+        self._run_stages(sb, module, device)
 
     def _load(self, sb: Sandbox, code: str, backend: str, device: str, task: Task) -> LoadReply:
         """Build and import the candidate in the worker. An error while importing is the candidate's (stage `build`
