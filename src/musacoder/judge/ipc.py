@@ -3,7 +3,8 @@
 Sending a 6.4 GB output through the worker's pipe costs a device-to-host copy, the pipe and a host-to-device copy
 (about 20 s per trial at KernelBench's level-1 sizes). Instead, for an output tensor on a GPU of at least
 `MIN_BYTES`, the worker sends an *export*: the CUDA IPC handle of the allocation that holds it, the byte offset and
-size, dtype and shape (`export`, worker side; the worker keeps the tensor alive until its next request). The trusted
+size, dtype and shape (`export`, worker side; the worker keeps the tensor alive until its next request, then gives
+it back, `release`). The trusted
 process opens the handle, checks that [offset, offset + size) lies inside the allocation the handle names, copies
 those bytes into its own memory and closes the handle at once (`open_copy`). The worker cannot make the trusted
 process read outside the allocation it exported, run code, or keep a mapping alive; if it changes the bytes while they
@@ -47,8 +48,8 @@ def export(t: torch.Tensor, keep: list) -> dict:
     """The export of a CUDA tensor's bytes (contiguous: a copy on the same device when it is not); appends what must
     stay alive until the trusted side has copied it to `keep`."""
     c = t.detach().contiguous()
-    keep.append(c)
     info = c.untyped_storage()._share_cuda_()
+    keep.append((c, info[4], int(info[5])))  # the tensor and torch's reference counter for this share
     handle, storage_offset = _ipc_handle(bytes(info[1])), int(info[3])
     return {EXPORT_KEY: {"handle": handle.hex(), "offset": storage_offset + c.storage_offset() * c.element_size(),
                          "nbytes": c.numel() * c.element_size(), "dtype": str(c.dtype).removeprefix("torch."),
@@ -63,6 +64,23 @@ def _ipc_handle(shared: bytes) -> bytes:
     if len(shared) == 66 and shared[1:2] == b"c":
         return shared[2:]
     raise IpcError(f"unsupported shared-handle format ({len(shared)} bytes, kind {shared[1:2]!r})")
+
+
+def release(keep: list) -> None:
+    """Forget the exports kept since the last request (the trusted side has copied them by now).
+
+    `_share_cuda_` puts the storage behind torch's cross-process reference count, set to 1 for a consumer that never
+    comes here: the trusted side opens the handle itself and closes it at once. Unreleased, every exported storage
+    would wait in torch's IPC limbo when freed, never returned to the caching allocator, so a worker held every
+    output it had sent (about 80 GB after ten 8 GB outputs). So the count is given back here for each export, the
+    kept tensors are dropped and whatever already waits in the limbo is freed."""
+    if not keep:
+        return
+    for _, counter, offset in keep:
+        if counter:
+            torch.UntypedStorage._release_ipc_counter_cuda(counter, offset)
+    keep.clear()
+    torch.cuda.ipc_collect()
 
 
 def export_outputs(obj, keep: list):

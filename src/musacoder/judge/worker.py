@@ -47,7 +47,7 @@ class Worker:
         self.static_kernels: list[str] = []
         self._warmed: str | None = None
         self.start_s: dict[str, float] = {}  # seconds of each part of this worker's start (reported with `ready`)
-        self._exports: list = []  # tensors exported over CUDA IPC, kept alive until the next request
+        self._exports: list = []  # exported over CUDA IPC, kept alive until the next request (`ipc.release`)
         self.release_memory = False  # give cached device blocks back after every request (large tasks; see `init`)
 
     # -- helpers -----------------------------------------------------------------------------------------------
@@ -637,7 +637,13 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
         except protocol.ChannelClosed:
             return
         op = msg["op"]
-        worker._exports.clear()  # the trusted side copied the last exports before sending this request
+        if worker._exports:  # the trusted side copied the last exports before sending this request
+            from musacoder.judge import ipc as cuda_ipc
+
+            try:
+                cuda_ipc.release(worker._exports)
+            except BaseException:  # noqa: BLE001 - a device the candidate broke: the next request reports it
+                worker._exports.clear()
         worker.give_back()
         if op == "exit":
             protocol.send(fd_out, {"ok": True})
