@@ -13,6 +13,8 @@
 #   T_ANC=545 ANC_TIMEOUT=180   (KernelBench's own harness beside musacoder, full task sizes)
 #   STEPS="smoke golden" T_GOLD=430 GOLD_ORDER=.kb/order.txt   (the golden set at full size; the log of earlier calls
 #   carried in .kb/golden.cold.jsonl is resumed, ids in the order file one per line)
+#   STEPS="data golden" DATA_COUNT=560   (stage 1 of the data pipeline runs on the host's cores beside the golden step)
+#   STEPS=service WORKERS=14 SVC_MB=64; STEPS=rft RFT_MB=64; STEPS=musa MUSA_MB=64   (issues 17, 18 and 19)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
@@ -23,7 +25,7 @@
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests throughput baseline"}  # also: smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost anchor
+STEPS=${STEPS:-"tests throughput baseline"}  # also: smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost service musa rft anchor
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
@@ -147,6 +149,30 @@ if has sandboxcost; then  # warm verify-batch throughput with the sandbox on and
     --candidates benchmarks/candidates/cuda --limit ${SBX_LIMIT:-32} --max-input-mb 64 --workers ${WORKERS:-12} \
     --rounds ${SBX_ROUNDS:-2} --json "$OUT/sandbox_overhead.json" > "$OUT/sandbox_overhead.log" 2>&1
   tail -7 "$OUT/sandbox_overhead.log"
+fi
+if has service; then  # issue 17: the golden set through `musacoder serve` + the client beside verify-batch (same
+  # verdicts, overhead per verdict); needs the serve extra's wheels in .whl
+  timeout ${T_SVC:-560} python3 benchmarks/service_vs_batch.py --backend cuda --kernelbench-dir "$KB" \
+    --candidates benchmarks/candidates/cuda --limit ${SVC_LIMIT:-0} --max-input-mb ${SVC_MB:-64} \
+    --workers ${WORKERS:-14} --json "$OUT/service.json" > "$OUT/service.log" 2>&1
+  tail -9 "$OUT/service.log"
+fi
+if has musa; then  # issue 19: every golden CUDA candidate ported to MUSA and run back on CUDA through the shim
+  # (shrunk to MUSA_MB; verdicts logged to /tmp/musa_rt.jsonl as they come, resumed from .kb/musa_rt.jsonl when carried)
+  [ -f .kb/musa_rt.jsonl ] && cp .kb/musa_rt.jsonl /tmp/
+  timeout ${T_MUSA:-560} python3 benchmarks/musa_roundtrip.py --kernelbench-dir "$KB" --max-input-mb ${MUSA_MB:-64} \
+    --workers ${WORKERS:-14} --log /tmp/musa_rt.jsonl --json "$OUT/musa_roundtrip.json" ${MUSA_ARGS:-} \
+    > "$OUT/musa_roundtrip.log" 2>&1
+  cp /tmp/musa_rt.jsonl "$OUT/" 2>/dev/null
+  tail -4 "$OUT/musa_roundtrip.log"
+fi
+if has rft; then  # issue 18: an RFT pool for the golden set's tasks, every sample verified on the cuda backend (tasks
+  # shrunk to RFT_MB); resumed from .kb/rft_golden when carried; the run folder comes back in rft_run.tgz
+  [ -d .kb/rft_golden ] && cp -r .kb/rft_golden /tmp/
+  timeout ${T_RFT:-560} python3 benchmarks/rft_golden.py --backend cuda --kernelbench-dir "$KB" --max-input-mb ${RFT_MB:-64} \
+    --workers ${WORKERS:-14} --out /tmp/rft_golden > "$OUT/rft.log" 2>&1
+  tar czf "$OUT/rft_run.tgz" -C /tmp/rft_golden run tasks responses summary.json 2>/dev/null
+  tail -4 "$OUT/rft.log"
 fi
 if has anchor; then  # KernelBench's eval_kernel_against_ref (one process per candidate) then musacoder, full sizes
   timeout ${T_ANC:-570} python3 benchmarks/anchor.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \

@@ -13,7 +13,7 @@ For every candidate under --candidates (default `benchmarks/candidates/cuda/leve
 
 Prints a table and writes JSON:
     python benchmarks/musa_roundtrip.py --kernelbench-dir .kb --json musa_roundtrip.json [--max-input-mb 256]
-        [--only 'level1/19_*'] [--compile] [--dry-run]
+        [--only 'level1/19_*'] [--limit N] [--workers 8] [--log verdicts.jsonl] [--compile] [--dry-run]
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import fnmatch
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -43,6 +42,47 @@ def _verdict_row(v) -> dict:
             "runtime_ms": v.runtime_ms, "error": (v.error or "")[:300] or None}
 
 
+def _verify_all(items: list, a) -> None:
+    """Verify each original (`cuda`) and its port (`musa` on the CUDA shim) with `--workers` verifications in flight;
+    verdicts are appended to `--log` as they come and a rerun skips the ones already there."""
+    from musacoder.judge.batch import VerifyJob, verify_many
+    from musacoder.records import Verdict
+    from musacoder.tasks import load_task
+
+    done: dict[str, Verdict] = {}
+    if a.log and a.log.exists():
+        for line in a.log.read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                done[rec.pop("id")] = Verdict.model_validate(rec)
+    jobs = []
+    for row, task_path, original, ported in items:
+        over = {}
+        if a.max_input_mb < 1e9:
+            sys.path.insert(0, str(HERE))
+            from throughput import shrink_overrides
+
+            over = shrink_overrides(task_path, int(a.max_input_mb * 2**20)) or {}
+        row["overrides"] = over
+        task = load_task(task_path)
+        for backend, code in (("cuda", original), ("musa", ported)):
+            jid = f"{row['candidate']}#{backend}"
+            if jid not in done:
+                jobs.append(VerifyJob(jid, task, code, backend, over))
+    for job, v in verify_many(jobs, workers=a.workers):
+        done[job.id] = v
+        if a.log:
+            with a.log.open("a") as f:
+                f.write(json.dumps({"id": job.id, **v.model_dump(mode="json", exclude={"feedback"})}) + "\n")
+        print(f"  {job.id:60s} {v.status:12s} wall {v.wall_s:6.1f}s", flush=True)
+    for row, *_ in items:
+        v_cuda, v_musa = done.get(f"{row['candidate']}#cuda"), done.get(f"{row['candidate']}#musa")
+        if v_cuda is None or v_musa is None:
+            continue
+        row.update(cuda=_verdict_row(v_cuda), musa_on_shim=_verdict_row(v_musa),
+                   same_verdict=(v_cuda.status, v_cuda.correct) == (v_musa.status, v_musa.correct))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kernelbench-dir", type=Path, default=Path(os.environ.get("KERNELBENCH_DIR", ".kb")))
@@ -51,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-input-mb", type=float, default=1e9, help="shrink tasks above this (default: task sizes)")
     ap.add_argument("--compile", action="store_true", help="compile each port with nvcc through the shim header")
     ap.add_argument("--dry-run", action="store_true", help="port (and --compile) only; no MooreEval verification")
+    ap.add_argument("--limit", type=int, default=0, help="first N candidates only (0: all)")
+    ap.add_argument("--workers", type=int, default=8, help="verifications in flight (GPU)")
+    ap.add_argument("--log", type=Path, default=None, help="append each verdict to this JSONL; a rerun resumes it")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
 
@@ -65,10 +108,10 @@ def main(argv: list[str] | None = None) -> int:
             dry = True
     if not dry:
         os.environ["MUSACODER_MUSA_SHIM"] = "cuda"  # the musa backend runs on the CUDA shim (workers inherit it)
-        from musacoder import verify
-        from musacoder.tasks import load_task
-    rows = []
+    rows, to_verify = [], []
     for key, task_path, cand in candidate_pairs(a.kernelbench_dir, a.candidates, a.only):
+        if a.limit and len(rows) >= a.limit:
+            break
         row: dict = {"candidate": key}
         original = cand.read_text()
         try:
@@ -89,21 +132,12 @@ def main(argv: list[str] | None = None) -> int:
             if task_path is None:
                 row["verify"] = "no task file"
             else:
-                over = {}
-                if a.max_input_mb < 1e9:
-                    sys.path.insert(0, str(HERE))
-                    from throughput import shrink_overrides
-
-                    over = shrink_overrides(task_path, int(a.max_input_mb * 2**20)) or {}
-                task = load_task(task_path)
-                t0 = time.perf_counter()
-                v_cuda = verify(task, original, backend="cuda", overrides=over or None)
-                v_musa = verify(task, ported, backend="musa", overrides=over or None)
-                row.update(overrides=over, cuda=_verdict_row(v_cuda), musa_on_shim=_verdict_row(v_musa),
-                           same_verdict=(v_cuda.status, v_cuda.correct) == (v_musa.status, v_musa.correct),
-                           verify_s=round(time.perf_counter() - t0, 1))
+                to_verify.append((row, task_path, original, ported))
         rows.append(row)
-        print(json.dumps({k: row[k] for k in row if k not in ("compile_log",)}), flush=True)
+        if dry:
+            print(json.dumps({k: row[k] for k in row if k not in ("compile_log",)}), flush=True)
+    if to_verify:
+        _verify_all(to_verify, a)
 
     n = len(rows)
     complete = sum(r.get("port") == "complete" for r in rows)
