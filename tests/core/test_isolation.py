@@ -141,6 +141,23 @@ def test_worker_cannot_trace_read_memory_mount_or_make_namespaces(tmp_path):
     assert "CapEff:\t0000000000000000" in got["status"] and "NoNewPrivs:\t1" in got["status"]
 
 
+@needs("rlimits")
+def test_the_oom_killer_takes_the_worker_first(tmp_path):
+    probe = ("import json, subprocess\n"
+             "score = open('/proc/self/oom_score_adj').read().strip()\n"
+             "child = subprocess.run(['cat', '/proc/self/oom_score_adj'], capture_output=True, text=True).stdout\n"
+             "try:\n    open('/proc/self/oom_score_adj', 'w').write('0')\n    lowered = True\n"
+             "except OSError:\n    lowered = False\n"
+             "json.dump({'score': score, 'child': child.strip(), 'lowered': lowered,\n"
+             "           'after': open('/proc/self/oom_score_adj').read().strip()}, open('probe.json', 'w'))\n")
+    with Sandbox(tmp_path / "cache") as sb:
+        got = _run(sb, probe, tmp_path / "cache")
+    assert got["score"] == "1000" and got["child"] == "1000"  # its children inherit it
+    if os.getuid() == 0:  # written with the privilege to set the floor: the worker cannot lower it again
+        assert not got["lowered"] and got["after"] == "1000"
+    assert open("/proc/self/oom_score_adj").read().strip() != "1000"  # the verifier keeps its own
+
+
 @needs("pid")
 def test_worker_cannot_signal_a_sibling(tmp_path):
     with Sandbox(tmp_path / "cache") as victim, Sandbox(tmp_path / "cache") as attacker:

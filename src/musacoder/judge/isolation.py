@@ -21,7 +21,8 @@ The layers (names as reported in a verdict's `sandbox` field):
 - `caps`: every capability dropped (bounding set included) and `no_new_privs` set; the build's compilers inherit none.
 - `seccomp`: a filter (libseccomp, through `pyseccomp`) that answers EPERM to what a kernel never needs; see
   `DENIED_SYSCALLS`. Without `pid`, it also confines `kill`/`tkill`/`tgkill` to the worker and its process group.
-- `rlimits`: open files, CPU seconds, and processes where the kernel enforces that limit (it does not for uid 0).
+- `rlimits`: open files, CPU seconds, and processes where the kernel enforces that limit (it does not for uid 0); the
+  highest OOM score, so the kernel's OOM killer takes workers first.
 - `pids-cgroup`: a pids cgroup of its own (cgroup v2, or the v1 `pids` hierarchy) capping its tasks, so a fork bomb
   cannot exhaust the host's process ids; removed by the trusted side after the worker ends.
 
@@ -265,6 +266,7 @@ def enter_worker() -> list[str]:
         cgroup = _join_pids_cgroup(f"musacoder-{Path(cwd).name}")
 
     attempt("pids-cgroup", cgroup_layer)  # before the mounts turn /sys/fs/cgroup read-only
+    attempt("rlimits", _set_rlimits)  # before the mounts turn /proc read-only (the OOM score is written there)
     if {"mount-ro", "tmpfs", "dev"} & set(wanted):
         try:
             done = _isolate_files(cwd, writable, hide, own_pid_ns, wanted)
@@ -274,7 +276,6 @@ def enter_worker() -> list[str]:
             for layer in ("mount-ro", "tmpfs", "dev"):
                 if layer in wanted:
                     skipped[layer] = f"{type(e).__name__}: {e}"
-    attempt("rlimits", _set_rlimits)
     attempt("caps", _drop_capabilities)
     attempt("seccomp", lambda: _install_seccomp(confine_signals=not own_pid_ns))
     report = {"layers": [layer for layer in WORKER_LAYERS if layer in active], "skipped": skipped, "cgroup": cgroup}
@@ -406,7 +407,11 @@ def _new_dev() -> None:
 
 
 def _set_rlimits() -> None:
-    """Open files and CPU seconds always; processes where the kernel counts them (it never limits uid 0)."""
+    """Open files and CPU seconds always; processes where the kernel counts them (it never limits uid 0); and the
+    highest OOM score (`oom_score_adj` 1000, inherited by every process it starts), so when the host runs out of
+    memory the kernel's OOM killer takes the worker and its children before the verifier or anything else."""
+    with open("/proc/self/oom_score_adj", "w") as f:  # raising one's own score needs no privilege
+        f.write("1000")
     def lower(which, value):
         soft, hard = resource.getrlimit(which)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
