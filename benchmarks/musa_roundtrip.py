@@ -46,22 +46,16 @@ def _verify_all(items: list, a) -> None:
     """Verify each original (`cuda`) and its port (`musa` on the CUDA shim) with `--workers` verifications in flight;
     verdicts are appended to `--log` as they come and a rerun skips the ones already there."""
     from musacoder.judge.batch import VerifyJob, verify_many
-    from musacoder.records import Verdict
     from musacoder.tasks import load_task
 
-    done: dict[str, Verdict] = {}
-    if a.log and a.log.exists():
-        for line in a.log.read_text().splitlines():
-            if line.strip():
-                rec = json.loads(line)
-                done[rec.pop("id")] = Verdict.model_validate(rec)
+    sys.path.insert(0, str(HERE))
+    from throughput import append_log, read_log, shrink_overrides
+
+    done = read_log(a.log)
     jobs = []
     for row, task_path, original, ported in items:
         over = {}
         if a.max_input_mb < 1e9:
-            sys.path.insert(0, str(HERE))
-            from throughput import shrink_overrides
-
             over = shrink_overrides(task_path, int(a.max_input_mb * 2**20)) or {}
         row["overrides"] = over
         task = load_task(task_path)
@@ -71,9 +65,7 @@ def _verify_all(items: list, a) -> None:
                 jobs.append(VerifyJob(jid, task, code, backend, over))
     for job, v in verify_many(jobs, workers=a.workers):
         done[job.id] = v
-        if a.log:
-            with a.log.open("a") as f:
-                f.write(json.dumps({"id": job.id, **v.model_dump(mode="json", exclude={"feedback"})}) + "\n")
+        append_log(a.log, job.id, v)
         print(f"  {job.id:60s} {v.status:12s} wall {v.wall_s:6.1f}s", flush=True)
     for row, *_ in items:
         v_cuda, v_musa = done.get(f"{row['candidate']}#cuda"), done.get(f"{row['candidate']}#musa")

@@ -37,9 +37,9 @@ def prepare(out: Path, backend: str, kb: Path, cands: Path, max_mb: float, limit
     from musacoder.tasks import apply_overrides
 
     if backend == "cpu":
-        pairs = [(c.stem.removesuffix("_cpu"), REPO / "examples" / "tasks" / f"{c.stem.removesuffix('_cpu')}.py", c, {})
-                 for c in sorted((REPO / "examples" / "candidates").glob("*_cpu.py"))]
-        pairs = [p for p in pairs if p[1].exists()]
+        from sandbox_overhead import cpu_manifest
+
+        pairs = [(Path(r["task"]).stem, Path(r["task"]), Path(r["candidate"]), {}) for r in cpu_manifest(1)]
     else:
         from throughput import runnable_pairs
 

@@ -134,14 +134,8 @@ class GpuMemorySampler:
         self._thread.join(timeout=15)
 
 
-def run_batch(items, workers: int, cache: Path, log: Path | None = None):
-    """Verify `items`; each verdict is appended to `log` (JSONL) as it comes, and ids already there are skipped (a
-    cut run resumes), their verdicts read back."""
-    from musacoder.config import VerifyConfig
-    from musacoder.judge.batch import VerifyJob, verify_many
-    from musacoder.tasks import load_task
-
-    cfg = VerifyConfig(cache_dir=cache, repeats=20, max_repeats=100, time_budget_s=3.0)
+def read_log(log: Path | None) -> dict:
+    """{id: Verdict} of a verdict log written by `append_log` ({} when there is none)."""
     from musacoder.records import Verdict
 
     out = {}
@@ -150,15 +144,32 @@ def run_batch(items, workers: int, cache: Path, log: Path | None = None):
             if line.strip():
                 rec = json.loads(line)
                 out[rec.pop("id")] = Verdict.model_validate(rec)
+    return out
+
+
+def append_log(log: Path | None, job_id: str, v) -> None:
+    """Append one verdict (without its feedback) to a JSONL log, as it comes."""
+    if log is not None:
+        with log.open("a") as f:
+            f.write(json.dumps({"id": job_id, **v.model_dump(mode="json", exclude={"feedback"})}) + "\n")
+
+
+def run_batch(items, workers: int, cache: Path, log: Path | None = None):
+    """Verify `items`; each verdict is appended to `log` (JSONL) as it comes, and ids already there are skipped (a
+    cut run resumes), their verdicts read back."""
+    from musacoder.config import VerifyConfig
+    from musacoder.judge.batch import VerifyJob, verify_many
+    from musacoder.tasks import load_task
+
+    cfg = VerifyConfig(cache_dir=cache, repeats=20, max_repeats=100, time_budget_s=3.0)
+    out = read_log(log)
     jobs = [VerifyJob(i, load_task(t, o), c.read_text(), "cuda") for i, t, c, o in items if i not in out]
     t0 = time.monotonic()
     done_at = []  # seconds from the start at which each verdict came back
     for job, v in verify_many(jobs, workers=workers, config=cfg):
         out[job.id] = v
         done_at.append(time.monotonic() - t0)
-        if log is not None:
-            with log.open("a") as f:
-                f.write(json.dumps({"id": job.id, **v.model_dump(mode="json", exclude={"feedback"})}) + "\n")
+        append_log(log, job.id, v)
         stages = " ".join(f"{k}={x:.1f}" for k, x in v.stage_s.items())
         why = ""
         if v.status != "ok" and (v.violations or v.error):

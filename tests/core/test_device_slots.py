@@ -6,6 +6,14 @@ import time
 from musacoder.judge.slots import DeviceSlots
 
 
+def _started(target, args: list[tuple]) -> list[threading.Thread]:
+    """One started thread running `target(*a)` for each `a` of `args`."""
+    threads = [threading.Thread(target=target, args=a) for a in args]
+    for t in threads:
+        t.start()
+    return threads
+
+
 def test_each_gpu_has_one_holder_and_all_are_used():
     slots = DeviceSlots(cuda_count=3)
     active: dict[str, int] = {}
@@ -23,9 +31,7 @@ def test_each_gpu_has_one_holder_and_all_are_used():
             with lock:
                 active[dev] -= 1
 
-    threads = [threading.Thread(target=job) for _ in range(12)]
-    for t in threads:
-        t.start()
+    threads = _started(job, [()] * 12)
     for t in threads:
         t.join()
     assert clashes == [] and seen == {"cuda:0", "cuda:1", "cuda:2"}
@@ -75,9 +81,7 @@ def test_shared_holders_overlap_and_timing_has_the_device_alone():
             with lock:
                 state[key] -= 1
 
-    threads = [threading.Thread(target=job, args=(i % 3 == 0,)) for i in range(18)]
-    for t in threads:
-        t.start()
+    threads = _started(job, [(i % 3 == 0,) for i in range(18)])
     for t in threads:
         t.join()
     assert clashes == []
@@ -164,9 +168,7 @@ def test_a_batch_of_timings_is_bounded_by_the_verifications_that_ask():
             time.sleep(0.005)
         done.append(i)
 
-    threads = [threading.Thread(target=verification, args=(i,)) for i in range(24)]
-    for t in threads:
-        t.start()
+    threads = _started(verification, [(i,) for i in range(24)])
     for t in threads:
         t.join(timeout=10)
     from musacoder.judge.slots import trace_overlaps
@@ -187,9 +189,7 @@ def test_trace_shows_timing_alone_on_each_device():
             with slots.hold(dev, exclusive=True):
                 time.sleep(0.01)
 
-    threads = [threading.Thread(target=job, args=(i,)) for i in range(12)]
-    for t in threads:
-        t.start()
+    threads = _started(job, [(i,) for i in range(12)])
     for t in threads:
         t.join()
     assert {d for d, *_ in slots.trace} == {"cuda:0", "cuda:1"} and len(slots.trace) == 24
@@ -215,9 +215,7 @@ def test_memory_reservations_never_overcommit_a_device_and_one_always_runs():
             with lock:
                 in_use[0] -= need
 
-    threads = [threading.Thread(target=job, args=(n,)) for n in (6, 6, 3, 3, 3, 50, 6)]
-    for t in threads:
-        t.start()
+    threads = _started(job, [(n,) for n in (6, 6, 3, 3, 3, 50, 6)])
     for t in threads:
         t.join()
     assert len(ran) == 7 and peak[0] <= 10
@@ -310,9 +308,7 @@ def test_pinned_verifications_build_while_a_large_one_holds_the_memory():
                     time.sleep(0.02)
                     events.append(f"ends {i}")
 
-        threads = [threading.Thread(target=nxt, args=(i,)) for i in range(2)]
-        for t in threads:
-            t.start()
+        threads = _started(nxt, [(i,) for i in range(2)])
         time.sleep(0.1)
         assert sorted(events) == ["pinned 0", "pinned 1"]  # built beside the large one, not yet running
     for t in threads:
@@ -334,9 +330,7 @@ def test_two_retries_alone_do_not_wait_for_each_other_forever():
                 time.sleep(0.02)
                 order.append(f"out {i}")
 
-    threads = [threading.Thread(target=lone, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
+    threads = _started(lone, [(i,) for i in range(2)])
     for t in threads:
         t.join(5)
     assert not any(t.is_alive() for t in threads)

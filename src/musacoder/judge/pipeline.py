@@ -120,6 +120,7 @@ class _Run:
         self.device = "cpu"
         self.alone = False
         self.fp: Footprint | None = None
+        self.need = 0  # device bytes reserved while the stages run (`_admit`)
         self._large = False
         self._precision_models: tuple | None = None  # (float64 copy, rounded fp32 copy) of the reference, per attempt
         self.ipc = False  # large outputs come over CUDA IPC (musacoder.judge.ipc) once the probe read back

@@ -44,8 +44,8 @@ class DeviceSlots:
         self.max_shared = max_shared
         self.trace: list[tuple[str, str, float, float]] | None = None  # set to [] to record (device, kind, start, end)
         self._holding: dict[str, int] = {}  # verifications holding a reservation on each device
-        self.peak: dict[str, tuple[int, int]] = {}  # per device: most verifications holding reservations at once, most
-        # bytes reserved
+        # per device: most verifications holding reservations at once, most bytes reserved
+        self.peak: dict[str, tuple[int, int]] = {}
 
     def devices_for(self, device: str) -> list[str]:
         if device == "cuda":
@@ -107,12 +107,14 @@ class DeviceSlots:
         with self._cv:
             if alone:
                 need_bytes = max(need_bytes, self.capacity(dev) or 0)
-            while not self._fits(dev, need_bytes):  # alone: until no other verification holds a reservation there
+            while True:
+                # alone: no newcomer pins the device while this one waits for it to empty, or holds it (marked again
+                # after each wake, since another verification alone may have unmarked it on leaving)
                 if alone:
-                    self._alone.add(dev)  # no newcomer pins the device while this one waits for it to empty
+                    self._alone.add(dev)
+                if self._fits(dev, need_bytes):  # alone: no other verification holds a reservation there
+                    break
                 self._cv.wait()
-            if alone:
-                self._alone.add(dev)
             self._reserved[dev] = self._reserved.get(dev, 0) + need_bytes
             self._holding[dev] = self._holding.get(dev, 0) + 1
             most_holding, most_reserved = self.peak.get(dev, (0, 0))

@@ -642,9 +642,9 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
 
             try:
                 cuda_ipc.release(worker._exports)
+                worker.give_back()  # the released exports' memory; the rest went back after the last request
             except BaseException:  # noqa: BLE001 - a device the candidate broke: the next request reports it
                 worker._exports.clear()
-        worker.give_back()
         if op == "exit":
             protocol.send(fd_out, {"ok": True})
             return
