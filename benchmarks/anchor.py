@@ -43,6 +43,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from sandbox_overhead import musacoder_env  # noqa: E402
+
 CORRECT_TRIALS, PERF_TRIALS = 5, 100  # what KernelBench's evaluation scripts pass (the function's own are 1 and 10)
 # Modules KernelBench imports at module level only for its LLM clients, HTTP fetches and progress bars (eval.py:
 # requests; utils.py, which kernelbench/__init__.py imports: dotenv, openai, litellm, tqdm). eval_kernel_against_ref
@@ -173,9 +176,6 @@ def musacoder_command(a, manifest: Path, out: Path) -> list[str]:
             "--workers", str(a.workers)]
 
 
-def musacoder_env(cache: Path) -> dict:
-    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
-    return os.environ | {"MUSACODER_CACHE_DIR": str(cache), "PYTHONPATH": path}
 
 
 def run_musacoder(a, items: list[tuple], work: Path, phase: str) -> tuple[dict, float]:

@@ -46,8 +46,15 @@ def cuda_manifest(kb: Path, cands: Path, limit: int, max_mb: float) -> list[dict
             for i, t, c, over in runnable_pairs(kb, cands, max_mb, limit=limit)]
 
 
+def musacoder_env(cache: Path) -> dict:
+    """This environment with the checkout's `src` first on the import path (what is already there, e.g. packages
+    installed with `pip --target`, kept) and `cache` as the build cache."""
+    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    return os.environ | {"MUSACODER_CACHE_DIR": str(cache), "PYTHONPATH": path}
+
+
 def run_batch(manifest: Path, out: Path, workers: int, cache: Path, sandbox: bool) -> dict:
-    env = dict(os.environ, MUSACODER_CACHE_DIR=str(cache), PYTHONPATH=str(REPO / "src"))
+    env = musacoder_env(cache)
     if sandbox:
         env.pop("MUSACODER_SANDBOX", None)
     else:

@@ -52,12 +52,14 @@ def free_port() -> int:
 
 def run_service(rows: list[dict], workers: int, cache: Path, log: Path, timeout_s: float) -> dict:
     """Start `musacoder serve`, wait until healthy, verify every row through the client, stop it."""
+    from sandbox_overhead import musacoder_env
+
     from musacoder.client import RemoteVerifier
     from musacoder.judge.batch import VerifyJob
     from musacoder.tasks import load_task
 
     port = free_port()
-    env = dict(os.environ, MUSACODER_CACHE_DIR=str(cache), PYTHONPATH=str(REPO / "src"))
+    env = musacoder_env(cache)
     t_start = time.monotonic()
     with log.open("w") as f:
         server = subprocess.Popen([sys.executable, "-m", "musacoder.cli", "serve", "--port", str(port), "--workers",

@@ -1,20 +1,27 @@
-"""Writes the sandbox-escape candidates (tests/adversarial/escapes/, one per attack) from one shared C++ source.
+"""Writes the sandbox-escape candidates from one shared native source: `tests/adversarial/escapes/` (C++ for the cpu
+backend) and `tests/gpu/escapes/` (CUDA for the cuda backend: the same attacks in the host code of a CUDA extension).
 
 Each is a correct ReLU whose native code also attacks the host once, with the calls the static rules look for spelled
 by token pasting (`CAT(fo,pen)`) and paths built from character codes, so the static rules let it through and only
-the sandbox stands in the way. The attack is chosen by an argument, so every candidate shares one cached build. Run
-`python tests/adversarial/make_escapes.py` after editing; the generated files are committed.
+the sandbox stands in the way. The attack is chosen by an argument, so every candidate of a backend shares one cached
+build. Run `python tests/adversarial/make_escapes.py` after editing; the generated files are committed.
 """
 
 from pathlib import Path
 
-KIT = r'''import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
+HERE = Path(__file__).parent
+# Files an escape would leave on the host: in its /tmp, and on the root file system outside any temp folder.
+HOST_TMP_PREFIX = "/tmp/musacoder_escape_"
+HOST_ROOT_FILE = "/var/lib/musacoder_escape_root.txt"
 
-kit_source = r"""
-#include <torch/extension.h>
+
+def codes(text: str) -> str:
+    return ", ".join(str(ord(c)) for c in text)
+
+
+ATTACK_SOURCE = r"""
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <dirent.h>
@@ -23,24 +30,22 @@ kit_source = r"""
 
 #define CAT(a, b) a##b
 
-// the host temp folder and the process folder, from character codes
-static std::string host_tmp(const char* leaf) {
-    const int codes[] = {47, 116, 109, 112, 47, 109, 117, 115, 97, 99, 111, 100, 101, 114, 95, 101, 115, 99, 97, 112,
-                         101, 95};
+// paths from character codes: the host temp folder, a file on the root file system, the process folder
+static std::string from_codes(const int* c, int n) {
     std::string s;
-    for (int c : codes) s += (char)c;
-    return s + leaf;
-}
-
-static std::string proc_dir() {
-    const int codes[] = {47, 112, 114, 111, 99, 47};
-    std::string s;
-    for (int c : codes) s += (char)c;
+    for (int i = 0; i < n; ++i) s += (char)c[i];
     return s;
 }
+static const int HOST_TMP[] = {@HOST_TMP@};
+static const int HOST_ROOT[] = {@HOST_ROOT@};
+static const int PROC[] = {@PROC@};
+static std::string host_tmp(const char* leaf) {
+    return from_codes(HOST_TMP, sizeof(HOST_TMP) / sizeof(int)) + leaf;
+}
+static std::string proc_dir() { return from_codes(PROC, sizeof(PROC) / sizeof(int)); }
 
-static void write_host_file(const char* leaf) {
-    FILE* f = CAT(fo, pen)(host_tmp(leaf).c_str(), "a");
+static void write_file(const std::string& path) {
+    FILE* f = CAT(fo, pen)(path.c_str(), "a");
     if (f) { fputs("escaped\n", f); fclose(f); }
 }
 
@@ -65,7 +70,7 @@ static void daemon_child() {
     if (CAT(fo, rk)() != 0) return;
     CAT(set, sid)();
     if (CAT(fo, rk)() != 0) _exit(0);
-    for (int i = 0; i < 600; ++i) { CAT(sle, ep)(1); write_host_file("daemon.txt"); }
+    for (int i = 0; i < 600; ++i) { CAT(sle, ep)(1); write_file(host_tmp("daemon.txt")); }
     _exit(0);
 }
 
@@ -86,17 +91,30 @@ static void exhaust_fds() {
     while (dup(0) >= 0) {}
 }
 
-torch::Tensor relu_attack(torch::Tensor x, int64_t attack) {
+static void attack_once(int64_t attack) {
     static bool done = false;
-    if (!done) {
-        done = true;
-        if (attack == 1) write_host_file("host_tmp.txt");
-        if (attack == 2) kill_verifier();
-        if (attack == 3) daemon_child();
-        if (attack == 4) fork_bomb();
-        if (attack == 5) huge_file();
-        if (attack == 6) exhaust_fds();
-    }
+    if (done) return;
+    done = true;
+    if (attack == 1) write_file(host_tmp("host_tmp.txt"));
+    if (attack == 2) kill_verifier();
+    if (attack == 3) daemon_child();
+    if (attack == 4) fork_bomb();
+    if (attack == 5) huge_file();
+    if (attack == 6) exhaust_fds();
+    if (attack == 7) write_file(from_codes(HOST_ROOT, sizeof(HOST_ROOT) / sizeof(int)));
+}
+""".replace("@HOST_TMP@", codes(HOST_TMP_PREFIX)).replace("@HOST_ROOT@", codes(HOST_ROOT_FILE)).replace(
+    "@PROC@", codes("/proc/"))
+
+CPU_KIT = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+kit_source = r"""
+#include <torch/extension.h>
+''' + ATTACK_SOURCE + r'''
+torch::Tensor relu_attack(torch::Tensor x, int64_t attack) {
+    attack_once(attack);
     auto xc = x.contiguous();
     auto out = torch::empty_like(xc);
     const float* in = xc.data_ptr<float>();
@@ -109,8 +127,38 @@ torch::Tensor relu_attack(torch::Tensor x, int64_t attack) {
 kit = load_inline(name="escape_kit", cpp_sources=kit_source, functions=["relu_attack"], extra_cflags=["-O2"])
 '''
 
+CUDA_KIT = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <torch/extension.h>
+''' + ATTACK_SOURCE + r'''
+__global__ void relu_kernel(const float* __restrict__ in, float* __restrict__ out, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i] > 0.f ? in[i] : 0.f;
+}
+
+torch::Tensor relu_attack(torch::Tensor x, int64_t attack) {
+    attack_once(attack);
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    int64_t n = xc.numel();
+    int threads = 256;
+    int64_t blocks = (n + threads - 1) / threads;
+    if (n > 0) relu_kernel<<<blocks, threads>>>(xc.data_ptr<float>(), out.data_ptr<float>(), n);
+    return out;
+}
+"""
+
+cpp_source = "torch::Tensor relu_attack(torch::Tensor x, int64_t attack);"
+
+kit = load_inline(name="escape_kit_cuda", cpp_sources=cpp_source, cuda_sources=cuda_source,
+                  functions=["relu_attack"], extra_cuda_cflags=["-O2"])
+'''
+
 ATTACKS = {"write_host_tmp": 1, "kill_verifier": 2, "setsid_daemon": 3, "fork_bomb": 4, "huge_file": 5,
-           "fd_exhaustion": 6}
+           "fd_exhaustion": 6, "write_host_root": 7}
 
 MODEL = '''
 
@@ -123,8 +171,8 @@ class ModelNew(nn.Module):
 '''
 
 if __name__ == "__main__":
-    out = Path(__file__).parent / "escapes"
-    out.mkdir(exist_ok=True)
-    for name, attack in ATTACKS.items():
-        (out / f"{name}.py").write_text(KIT + MODEL.format(attack=attack))
-        print("wrote", out / f"{name}.py")
+    for kit, out in ((CPU_KIT, HERE / "escapes"), (CUDA_KIT, HERE.parent / "gpu" / "escapes")):
+        out.mkdir(exist_ok=True)
+        for name, attack in ATTACKS.items():
+            (out / f"{name}.py").write_text(kit + MODEL.format(attack=attack))
+            print("wrote", out / f"{name}.py")

@@ -105,11 +105,12 @@ def test_worker_writes_only_its_folder_and_the_build_cache(tmp_path):
         got = _run(sb, probe, tmp_path / "cache")
         assert (sb.workdir / "own.txt").exists()
     # /tmp and home folders are private: writes there land in the worker's own tmpfs, so a checkout made under /tmp
-    # takes them too
+    # takes them too; Landlock, where active, refuses writes to the covered home folders as well
     repo_in_tmp = str(REPO.resolve()).startswith(("/tmp/", "/var/tmp/"))
     home = str(Path.home())
     home_hidden = any(home == h or home.startswith(h + "/") for h in isolation.HIDDEN_FOLDERS)
-    assert got == {"home": home_hidden, "repo": repo_in_tmp, "host_tmp": True, "own": True, "cache": True}
+    home_written = home_hidden and "landlock" not in sb.layers
+    assert got == {"home": home_written, "repo": repo_in_tmp, "host_tmp": True, "own": True, "cache": True}
     for key in ("home", "repo", "host_tmp"):
         assert not Path(targets[key]).exists()
     assert (tmp_path / "cache" / token).exists()
@@ -156,6 +157,87 @@ def test_the_oom_killer_takes_the_worker_first(tmp_path):
     if os.getuid() == 0:  # written with the privilege to set the floor: the worker cannot lower it again
         assert not got["lowered"] and got["after"] == "1000"
     assert open("/proc/self/oom_score_adj").read().strip() != "1000"  # the verifier keeps its own
+
+
+def _only_layers(monkeypatch, worker_layers):
+    """Workers enter `worker_layers` alone (and the prefix's namespaces), as on a host that permits only those."""
+    real = isolation.probe()
+    monkeypatch.setattr(isolation, "probe", lambda: {**real, "worker_layers": list(worker_layers)})
+
+
+@pytest.mark.skipif(isolation.landlock_abi() < 1, reason="this kernel has no Landlock")
+def test_landlock_alone_confines_writes_to_the_workers_folder_and_cache(tmp_path, monkeypatch):
+    """Without a mount namespace (a host whose GPU driver fails inside `mount-ro`), Landlock still keeps every file
+    outside the worker's folder and the build cache unwritable, and with ABI 6+ the verifier unsignalable."""
+    _only_layers(monkeypatch, ["landlock", "caps"])
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "existing.txt"
+    victim.write_text("keep")
+    probe = ("import json, os, signal\n"
+             "got = {}\n"
+             "def attempt(key, fn):\n"
+             "    try:\n        fn(); got[key] = True\n"
+             "    except OSError:\n        got[key] = False\n"
+             f"attempt('new', lambda: open({str(outside / 'new.txt')!r}, 'w').write('x'))\n"
+             f"attempt('append', lambda: open({str(victim)!r}, 'a').write('x'))\n"
+             f"attempt('remove', lambda: os.unlink({str(victim)!r}))\n"
+             f"attempt('rename', lambda: os.rename({str(victim)!r}, 'stolen.txt'))\n"
+             f"attempt('mkdir', lambda: os.mkdir({str(outside / 'd')!r}))\n"
+             "attempt('own', lambda: open('own.txt', 'w').write('x'))\n"
+             f"attempt('cache', lambda: open({str(tmp_path / 'cache' / 'c.txt')!r}, 'w').write('x'))\n"
+             "attempt('null', lambda: open('/dev/null', 'w').write('x'))\n"
+             f"attempt('signal', lambda: os.kill({os.getpid()}, 0))\n"
+             "json.dump(got, open('probe.json', 'w'))\n")
+    with Sandbox(tmp_path / "cache") as sb:
+        assert "landlock" in sb.layers and "mount-ro" not in sb.layers
+        got = _run(sb, probe, tmp_path / "cache")
+    assert got.pop("signal") is (isolation.landlock_abi() < 6)  # a scoped domain cannot signal outside itself
+    assert got == {"new": False, "append": False, "remove": False, "rename": False, "mkdir": False, "own": True,
+                   "cache": True, "null": True}
+    assert victim.read_text() == "keep" and sorted(p.name for p in outside.iterdir()) == ["existing.txt"]
+
+
+def test_what_a_worker_leaves_behind_is_killed_without_pid_namespaces_or_cgroups(tmp_path, monkeypatch):
+    """A `setsid` daemon (and a double fork) outlives its parent; where the host permits neither a PID namespace nor
+    a pids cgroup, the fork server adopts it as the workers' subreaper and kills it."""
+    from musacoder.judge.forkserver import FORK_SERVERS
+
+    _only_layers(monkeypatch, [x for x in isolation.probe()["worker_layers"] if x not in ("pid", "pids-cgroup")])
+    if not FORK_SERVERS.enabled():
+        pytest.skip("the fork server is off")
+    marker = f"{300 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10 ** 6}"  # the daemon's `sleep` argument
+    probe = ("import json, subprocess\n"
+             f"subprocess.Popen(['sh', '-c', 'sleep {marker} &'], start_new_session=True).wait()\n"
+             "json.dump({}, open('probe.json', 'w'))\n")
+
+    def alive() -> list[int]:
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if cmd[:2] == [b"sleep", marker.encode()] and state != "Z":
+                found.append(int(pid))
+        return found
+
+    from musacoder.judge.forkserver import ForkedProcess
+
+    FORK_SERVERS.clear()  # a server started by another test makes PID namespaces for its workers
+    try:
+        with Sandbox(tmp_path / "cache") as sb:
+            assert "pid" not in sb.layers and isinstance(sb.proc, ForkedProcess)
+            assert os.readlink(f"/proc/{sb.proc.pid}/ns/pid") == os.readlink("/proc/self/ns/pid")
+            _run(sb, probe, tmp_path / "cache")
+            deadline = time.monotonic() + 5
+            while alive() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not alive()  # killed while the worker still runs: its parent (the `sh`) had ended
+        assert not alive()
+    finally:
+        FORK_SERVERS.clear()
 
 
 @needs("pid")
@@ -206,8 +288,10 @@ def test_plain_workers_get_the_same_layers(tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------------------------------------------------
 # Native escape candidates (they share one cached build)
-ESCAPE_CASES = ["write_host_tmp", "kill_verifier", "setsid_daemon", "fork_bomb", "huge_file", "fd_exhaustion"]
-HOST_FILES = [Path("/tmp/musacoder_escape_host_tmp.txt"), Path("/tmp/musacoder_escape_daemon.txt")]
+ESCAPE_CASES = ["write_host_tmp", "write_host_root", "kill_verifier", "setsid_daemon", "fork_bomb", "huge_file",
+                "fd_exhaustion"]
+HOST_FILES = [Path("/tmp/musacoder_escape_host_tmp.txt"), Path("/tmp/musacoder_escape_daemon.txt"),
+              Path("/var/lib/musacoder_escape_root.txt")]
 
 
 @pytest.mark.slow

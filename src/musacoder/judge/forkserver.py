@@ -15,6 +15,11 @@ candidate code. For each worker it forks a child, which then:
 - takes its own working directory and environment (HOME and TMPDIR are its throw-away folder);
 - runs `worker.main`, which sets the resource limits, starts the thread pool and the CUDA context, and says `ready`.
 
+The server is also its workers' subreaper (`PR_SET_CHILD_SUBREAPER`): a process a worker leaves behind (a `setsid`
+daemon, a double fork) is re-parented to the server when its parent dies instead of to the host's init, and the server
+kills every child of its own that is not a worker it forked (`_sweep`), within `SWEEP_S`. So nothing a candidate
+starts outlives its worker even where the host permits neither PID namespaces nor a pids cgroup.
+
 So each candidate still gets a process no other candidate ran in; only the imports are shared, copy-on-write. PyTorch's
 own DataLoader forks after importing torch in the same way. CUDA cannot survive a fork, and torch refuses CUDA in the
 child of any process that so much as counted its GPUs (on the H200 every forked worker failed its start while the import of
@@ -132,6 +137,42 @@ def _preload() -> None:
         raise RuntimeError("importing asked the GPU driver something, so torch refuses CUDA in forked children")
 
 
+PR_SET_CHILD_SUBREAPER = 36
+SWEEP_S = 0.25  # how often the server looks for adopted processes
+
+
+def _children() -> set[int]:
+    """This process's children (from /proc/self/task/*/children, else by scanning every process's parent)."""
+    kids: set[int] = set()
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children") as f:
+                kids.update(int(x) for x in f.read().split())
+        return kids
+    except OSError:
+        pass
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                        kids.add(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return kids
+
+
+def _sweep(workers: set[int]) -> None:
+    """SIGKILL every child that is not one of `workers`: as the subreaper, the server adopts what workers left
+    behind. (Their own children are adopted in turn when they die, and killed at the next sweep.)"""
+    for pid in _children() - workers:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def serve(fd: int) -> None:
     sock = socket.socket(fileno=fd)
     try:
@@ -139,19 +180,30 @@ def serve(fd: int) -> None:
     except BaseException as e:  # noqa: BLE001
         _send(sock, {"ready": False, "error": f"{type(e).__name__}: {e}"})
         return
+    import ctypes
+
+    subreaper = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     _send(sock, {"ready": True, "pid": os.getpid()})
     from musacoder.judge import isolation
 
     pid_namespaces = "pid" in os.environ.get("MUSACODER_SANDBOX", "").split(",")
+    workers: set[int] = set()
+    last_sweep = 0.0
     while True:
-        while True:  # reap children and report their exit (as Popen.returncode: -N for signal N)
+        while True:  # reap children and report their workers' exit (as Popen.returncode: -N for signal N)
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
                 break
-            _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+            if pid in workers:
+                workers.discard(pid)
+                _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+                last_sweep = 0.0  # what it left behind is adopted now
+        if subreaper and time.monotonic() - last_sweep >= SWEEP_S:
+            _sweep(workers)
+            last_sweep = time.monotonic()
         ready, _, _ = select.select([sock], [], [], 0.05)
         if not ready:
             continue
@@ -180,6 +232,7 @@ def serve(fd: int) -> None:
         if pid == 0:
             sock.close()
             _child(req, fds)
+        workers.add(pid)
         for f in fds:
             os.close(f)
         _send(sock, {"started": req["id"], "pid": pid})

@@ -19,6 +19,11 @@ The layers (names as reported in a verdict's `sandbox` field):
 - `dev`: a minimal `/dev` (null, zero, full, random, urandom, tty, fd links, a private `/dev/shm`, and the GPU's device
   nodes); no disks, no `/dev/mem`, no `/dev/kmsg`.
 - `caps`: every capability dropped (bounding set included) and `no_new_privs` set; the build's compilers inherit none.
+- `landlock`: a Landlock ruleset (Linux 5.13+, no privilege needed): the worker and everything it starts may create,
+  write, truncate, rename or delete files only in its folder, the build cache, the private `/tmp` and `/dev/shm` (when
+  `tmpfs` and `dev` made them private) and the harmless and GPU device nodes, whatever the mounts allow; on kernels
+  with Landlock ABI 6+ it may also signal only processes inside its own domain. It holds where `mount-ro` cannot (a
+  GPU driver that fails inside a remounted tree) and does not depend on the static rules.
 - `seccomp`: a filter (libseccomp, through `pyseccomp`) that answers EPERM to what a kernel never needs; see
   `DENIED_SYSCALLS`. Without `pid`, it also confines `kill`/`tkill`/`tgkill` to the worker and its process group.
 - `rlimits`: open files, CPU seconds, and processes where the kernel enforces that limit (it does not for uid 0); the
@@ -51,7 +56,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPORT = ".musacoder-sandbox.json"
-WORKER_LAYERS = ("pid", "mount-ro", "tmpfs", "dev", "caps", "seccomp", "rlimits", "pids-cgroup")
+WORKER_LAYERS = ("pid", "mount-ro", "tmpfs", "dev", "caps", "landlock", "seccomp", "rlimits", "pids-cgroup")
 PREFIX_LAYERS = {"--net": "net", "--ipc": "ipc"}
 
 NOFILE_LIMIT = int(os.environ.get("MUSACODER_NOFILE_LIMIT", "4096"))
@@ -277,6 +282,7 @@ def enter_worker() -> list[str]:
                 if layer in wanted:
                     skipped[layer] = f"{type(e).__name__}: {e}"
     attempt("caps", _drop_capabilities)
+    attempt("landlock", lambda: _restrict_writes(writable, private_tmp="tmpfs" in active, private_dev="dev" in active))
     attempt("seccomp", lambda: _install_seccomp(confine_signals=not own_pid_ns))
     report = {"layers": [layer for layer in WORKER_LAYERS if layer in active], "skipped": skipped, "cgroup": cgroup}
     with open(os.path.join(cwd, REPORT), "w") as f:
@@ -436,6 +442,75 @@ def _drop_capabilities() -> None:
     data = (ctypes.c_uint32 * 6)()
     _check(_libc.capset(header, data), "capset")
     _check(_prctl(PR_SET_NO_NEW_PRIVS, 1), "no_new_privs")
+
+
+# Landlock (include/uapi/linux/landlock.h): system calls 444-446 on every architecture, access rights by ABI version.
+_LL_CREATE_RULESET, _LL_ADD_RULE, _LL_RESTRICT_SELF = 444, 445, 446
+_LL_CREATE_RULESET_VERSION, _LL_RULE_PATH_BENEATH = 1, 1
+_LL_WRITE_FILE, _LL_TRUNCATE, _LL_REFER = 1 << 1, 1 << 14, 1 << 13
+_LL_DIR_WRITES = sum(1 << b for b in (4, 5, 6, 7, 8, 9, 10, 11, 12))  # remove dir/file, make char/dir/reg/sock/fifo/
+_LL_SCOPE_SIGNAL = 1 << 1  # block/sym; the signal scope from ABI 6 on
+
+
+class _LandlockRulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _LandlockPathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (0: not built in or not enabled at boot)."""
+    ret = _libc.syscall(ctypes.c_long(_LL_CREATE_RULESET), None, ctypes.c_size_t(0),
+                        ctypes.c_uint32(_LL_CREATE_RULESET_VERSION))
+    return max(0, ret)
+
+
+def _writable_device_nodes() -> list[str]:
+    return [f"/dev/{n}" for n in DEV_NODES if os.path.exists(f"/dev/{n}")] + sorted(
+        f"/dev/{n}" for n in os.listdir("/dev") if n.startswith(GPU_DEV_PREFIXES))
+
+
+def _restrict_writes(writable: list[str], private_tmp: bool, private_dev: bool) -> None:
+    """Enter a Landlock domain in which files may be made, written, truncated, linked, renamed or removed only beneath
+    `writable`, the private /tmp and /var/tmp (`private_tmp`), the private /dev/shm (`private_dev`), and the device
+    nodes a worker needs (written, never made); with ABI 6+, signals reach only processes in the domain. Reads,
+    execution and ioctls are not restricted here (the mounts and seccomp see to those)."""
+    abi = landlock_abi()
+    if abi < 1:
+        raise OSError(errno.EOPNOTSUPP, "Landlock is not enabled in this kernel")
+    handled = _LL_WRITE_FILE | _LL_DIR_WRITES | (_LL_REFER if abi >= 2 else 0) | (_LL_TRUNCATE if abi >= 3 else 0)
+    file_rights = handled & (_LL_WRITE_FILE | _LL_TRUNCATE)
+    attr = _LandlockRulesetAttr(handled, 0, _LL_SCOPE_SIGNAL if abi >= 6 else 0)
+    size = ctypes.sizeof(attr) if abi >= 6 else (16 if abi >= 4 else 8)
+    ruleset = _libc.syscall(ctypes.c_long(_LL_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size),
+                            ctypes.c_uint32(0))
+    if ruleset < 0:
+        _check(-1, "landlock_create_ruleset")
+    try:
+        dirs = list(writable) + (["/tmp", "/var/tmp"] if private_tmp else []) + (["/dev/shm"] if private_dev else [])
+        rules = [(d, handled) for d in dirs] + [(n, file_rights) for n in _writable_device_nodes()]
+        for path, rights in rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # not there: nothing to allow
+            try:
+                rule = _LandlockPathBeneathAttr(rights, fd)
+                if _libc.syscall(ctypes.c_long(_LL_ADD_RULE), ctypes.c_int(ruleset), ctypes.c_int(_LL_RULE_PATH_BENEATH),
+                                 ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+                    _check(-1, f"landlock_add_rule {path}")
+            finally:
+                os.close(fd)
+        if _prctl(PR_SET_NO_NEW_PRIVS, 1) != 0:  # required for an unprivileged domain (the caps layer also sets it)
+            _check(-1, "no_new_privs")
+        _check(_libc.syscall(ctypes.c_long(_LL_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)),
+               "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
 
 
 def _complement_cubes(points: set[int], bits: int = 32) -> list[tuple[int, int]]:
@@ -740,8 +815,11 @@ def layers() -> list[str]:
 
 ALL_LAYERS = tuple(PREFIX_LAYERS.values()) + WORKER_LAYERS
 # What `--require-sandbox` asks for: every layer but the pids cgroup, which hosts with an undelegated cgroup v2 lack
-# (the PID namespace still kills everything left at the end; the cgroup only caps a fork bomb while it runs).
-STRICT_LAYERS = tuple(layer for layer in ALL_LAYERS if layer != "pids-cgroup")
+# (the PID namespace still kills everything left at the end; the cgroup only caps a fork bomb while it runs), and
+# Landlock.
+# Landlock is left out of it too: kernels before 5.13, and many that build it but do not enable it at boot, lack it,
+# and `mount-ro` keeps the host's files read-only where it is active.
+STRICT_LAYERS = tuple(layer for layer in ALL_LAYERS if layer not in ("pids-cgroup", "landlock"))
 
 
 def missing(active, required=STRICT_LAYERS) -> list[str]:
@@ -764,7 +842,8 @@ def doctor() -> str:
     lines = [
         "musacoder sandbox doctor",
         f"  host: Linux {platform.release()} {platform.machine()}, uid {os.getuid()}, "
-        f"unshare {'found' if shutil.which('unshare') else 'missing'}, cgroup {cgroup}, seccomp: {seccomp_lib}",
+        f"unshare {'found' if shutil.which('unshare') else 'missing'}, cgroup {cgroup}, seccomp: {seccomp_lib}, "
+        f"Landlock ABI {landlock_abi() or 'not enabled'}",
     ]
     if not enabled():
         lines.append("  MUSACODER_SANDBOX=0: the sandbox is turned off; workers get only their folder, scrubbed "

