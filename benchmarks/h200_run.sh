@@ -15,6 +15,8 @@
 #   carried in .kb/golden.cold.jsonl is resumed, ids in the order file one per line)
 #   STEPS="data golden" DATA_COUNT=560   (stage 1 of the data pipeline runs on the host's cores beside the golden step)
 #   STEPS=service WORKERS=14 SVC_MB=64; STEPS=rft RFT_MB=64; STEPS=musa MUSA_MB=64   (issues 17, 18 and 19)
+#   STEPS="tests sandboxcost" T_PRE=90 T_TEST=250 T_SBX=200 SBX_LIMIT=16   (issue 16; run `musacoder doctor` first: on a
+#   host without PID namespaces and pids cgroups the escape suite skips its fork bomb, which took such a machine down)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
@@ -80,6 +82,7 @@ if has tests; then  # GPU adversarial suite; its candidates are pre-built in par
   python3 - <<'PY' > /tmp/gpu_manifest.jsonl
 import json, pathlib
 cands = sorted(pathlib.Path("tests/gpu/candidates").glob("*.py")) + [pathlib.Path("examples/candidates/relu_cuda.py")]
+cands.append(pathlib.Path("tests/gpu/escapes/write_host_tmp.py"))  # builds the kit every escape candidate shares
 for p in cands:
     if p.stem != "infinite_loop":  # would sit out its whole timeout here
         print(json.dumps({"id": p.stem, "task": "examples/tasks/relu.py", "candidate": str(p), "backend": "cuda"}))

@@ -12,6 +12,10 @@ and healthy before the clock starts; its start is reported apart) with `RemoteVe
 `--workers` jobs in flight, the server running `--workers` at once. Reported: verdicts whose status differs (the
 issue's goal: none), verdicts/min of each, and the service's overhead per verdict, (service wall − batch wall) / n;
 the batch's wall includes its process start, the service's does not.
+
+`--work DIR --phases batch` then `--work DIR --phases service` splits the run in two (e.g. two calls on one machine
+that keeps DIR and its build cache between them): the first fills the cache and times `verify-batch`, writing
+`DIR/batch.json`; the second reads it and times the service.
 """
 
 from __future__ import annotations
@@ -106,21 +110,37 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout-s", type=float, default=3600.0, help="per verdict, through the service")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--work", type=Path, default=None, help="working folder kept between phases (default: a new one)")
+    ap.add_argument("--phases", default="batch,service", help="batch, service or both (comma-separated)")
     a = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="service-vs-batch-"))
-    rows = distinct_cpu_manifest(a.copies, work) if a.backend == "cpu" else cuda_manifest(
-        a.kernelbench_dir, a.candidates, a.limit, a.max_input_mb)
-    if not rows:
-        raise SystemExit("no candidates to verify (check --kernelbench-dir and --candidates)")
-    manifest, out, cache = work / "manifest.jsonl", work / "verdicts.jsonl", work / "cache"
-    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    print(f"{len(rows)} verifications, backend {a.backend}, {a.workers} workers; filling the build cache ...",
-          flush=True)
-    run_batch(manifest, out, a.workers, cache, sandbox=True)
-    batch = run_batch(manifest, out, a.workers, cache, sandbox=True)
-    batch_rows = {r["id"]: r for r in map(json.loads, out.read_text().splitlines()) if r}
+    phases = {x.strip() for x in a.phases.split(",") if x.strip()}
+    if not phases or phases - {"batch", "service"}:
+        raise SystemExit(f"--phases: expected batch, service or both, got {a.phases!r}")
+    work = a.work or Path(tempfile.mkdtemp(prefix="service-vs-batch-"))
+    work.mkdir(parents=True, exist_ok=True)
+    manifest, out, cache, saved = work / "manifest.jsonl", work / "verdicts.jsonl", work / "cache", work / "batch.json"
+    if "batch" in phases:
+        rows = distinct_cpu_manifest(a.copies, work) if a.backend == "cpu" else cuda_manifest(
+            a.kernelbench_dir, a.candidates, a.limit, a.max_input_mb)
+        if not rows:
+            raise SystemExit("no candidates to verify (check --kernelbench-dir and --candidates)")
+        manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        print(f"{len(rows)} verifications, backend {a.backend}, {a.workers} workers; filling the build cache ...",
+              flush=True)
+        run_batch(manifest, out, a.workers, cache, sandbox=True)
+        batch = run_batch(manifest, out, a.workers, cache, sandbox=True)
+        batch_rows = {r["id"]: r for r in map(json.loads, out.read_text().splitlines()) if r}
+        saved.write_text(json.dumps({"batch": batch, "rows": batch_rows}))
+    else:
+        if not saved.exists():
+            raise SystemExit(f"{saved} is missing: run --phases batch with the same --work first")
+        rows = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
+        batch, batch_rows = (lambda d: (d["batch"], d["rows"]))(json.loads(saved.read_text()))
     print(f"  verify-batch: {batch['verdicts_per_min']:.1f} verdicts/min ({batch['seconds']:.1f} s, "
           f"{batch['statuses']})", flush=True)
+    if "service" not in phases:
+        print(f"batch phase saved in {saved}; run --phases service --work {work} next")
+        return
     svc = run_service(rows, a.workers, cache, work / "serve.log", a.timeout_s)
     n = len(rows)
     differ = {i: (batch_rows.get(i, {}).get("status"), v["status"]) for i, v in svc["verdicts"].items()
