@@ -4,6 +4,7 @@ the slow ones verify native escape candidates (tests/adversarial/escapes/) that 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -238,6 +239,65 @@ def test_what_a_worker_leaves_behind_is_killed_without_pid_namespaces_or_cgroups
         assert not alive()
     finally:
         FORK_SERVERS.clear()
+
+
+@needs("uid")
+def test_worker_runs_as_a_uid_of_its_own_with_a_process_limit(tmp_path, monkeypatch):
+    """As root, each worker becomes a uid of its own (no groups), so the kernel applies RLIMIT_NPROC to it (a fork
+    bomb stops at the limit without a pids cgroup), and files only the verifier's user may read stay closed."""
+    from musacoder.judge.forkserver import FORK_SERVERS
+
+    monkeypatch.setenv("MUSACODER_UID_NPROC_LIMIT", "48")  # read by the fork server at import
+    FORK_SERVERS.clear()
+    cache = tmp_path / "cache"
+    probe = ("import errno, json, os, resource, time\n"
+             "got = {'uid': os.getuid(), 'euid': os.geteuid(), 'gid': os.getgid(), 'groups': os.getgroups(),\n"
+             "       'nproc': resource.getrlimit(resource.RLIMIT_NPROC)[0]}\n"
+             "try:\n"
+             f"    open({str(cache / 'secret.txt')!r}).read(); got['secret'] = True\n"
+             "except OSError:\n    got['secret'] = False\n"
+             "kids, refused = [], 0\n"
+             "for _ in range(200):\n"
+             "    try:\n        pid = os.fork()\n"
+             "    except OSError as e:\n        refused = e.errno; break\n"
+             "    if pid == 0:\n        time.sleep(30); os._exit(0)\n"
+             "    kids.append(pid)\n"
+             "got['forked'], got['refused'] = len(kids), refused\n"
+             "for k in kids:\n    os.kill(k, 9); os.waitpid(k, 0)\n"
+             "json.dump(got, open('probe.json', 'w'))\n")
+    try:
+        with Sandbox(cache) as sb:
+            assert "uid" in sb.layers
+            secret = cache / "secret.txt"  # after the cache was opened to workers: the verifier's own, mode 0600
+            secret.write_text("key")
+            secret.chmod(0o600)
+            got = _run(sb, probe, cache)
+            uid = isolation.worker_uid(str(sb.workdir))
+            assert (sb.workdir / "probe.json").stat().st_uid == uid
+    finally:
+        FORK_SERVERS.clear()
+    assert got["uid"] == got["euid"] == got["gid"] == uid != 0 and got["groups"] == []
+    assert got["nproc"] == 48 and got["secret"] is False
+    assert got["refused"] == errno.EAGAIN and 0 < got["forked"] < 48  # its threads count against the limit too
+
+
+def test_the_uid_layer_is_left_out_where_a_needed_folder_is_closed_to_others():
+    import shutil
+    import tempfile
+
+    closed = Path(tempfile.mkdtemp(dir="/var/tmp"))  # pytest's own folders are closed to others already
+    try:
+        (closed / "pkg").mkdir()
+        closed.chmod(0o700)
+        assert isolation._unreachable(str(closed / "pkg"), 0o5) == str(closed)
+        (closed / "pkg").chmod(0o755)
+        closed.chmod(0o755)
+        assert isolation._unreachable(str(closed / "pkg"), 0o5) is None
+        assert isolation._unreachable(str(closed / "pkg"), 0o3) == str(closed / "pkg")  # not writable by others
+    finally:
+        shutil.rmtree(closed)
+    assert isolation.worker_uid("/x/cand-a") != isolation.worker_uid("/x/cand-b")
+    assert isolation.UID_BASE <= isolation.worker_uid("/x/cand-a") < isolation.UID_BASE + isolation.UID_SPAN
 
 
 @needs("pid")

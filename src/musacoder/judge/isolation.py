@@ -18,6 +18,13 @@ The layers (names as reported in a verdict's `sandbox` field):
 - `tmpfs`: fresh, private tmpfs mounts on `/tmp`, `/var/tmp` and over the folder holding all workers' folders.
 - `dev`: a minimal `/dev` (null, zero, full, random, urandom, tty, fd links, a private `/dev/shm`, and the GPU's device
   nodes); no disks, no `/dev/mem`, no `/dev/kmsg`.
+- `uid`: when the verifier runs as root, the worker becomes a uid and gid of its own (`worker_uid`: one per worker
+  folder, in a range no host account uses), with no supplementary groups, umask 0 and `RLIMIT_NPROC` (which the
+  kernel does not apply to uid 0) at `UID_NPROC_LIMIT`: a fork bomb is bounded without a pids cgroup, it cannot signal
+  or read `/proc` of the verifier or another worker, and files only the verifier's user may read are closed to it.
+  Its folder is given to it; the build cache is opened to every worker (`open_cache`). Entered only where every folder
+  it needs is still reachable as that uid; GPU workers enter it only with `MUSACODER_WORKER_UID=1` until CUDA IPC
+  between the worker and the verifier under different uids is measured.
 - `caps`: every capability dropped (bounding set included) and `no_new_privs` set; the build's compilers inherit none.
 - `landlock`: a Landlock ruleset (Linux 5.13+, no privilege needed): the worker and everything it starts may create,
   write, truncate, rename or delete files only in its folder, the build cache, the private `/tmp` and `/dev/shm` (when
@@ -56,7 +63,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPORT = ".musacoder-sandbox.json"
-WORKER_LAYERS = ("pid", "mount-ro", "tmpfs", "dev", "caps", "landlock", "seccomp", "rlimits", "pids-cgroup")
+WORKER_LAYERS = ("pid", "mount-ro", "tmpfs", "dev", "uid", "caps", "landlock", "seccomp", "rlimits",
+                 "pids-cgroup")
 PREFIX_LAYERS = {"--net": "net", "--ipc": "ipc"}
 
 NOFILE_LIMIT = int(os.environ.get("MUSACODER_NOFILE_LIMIT", "4096"))
@@ -64,6 +72,9 @@ NPROC_LIMIT = int(os.environ.get("MUSACODER_NPROC_LIMIT", "8192"))
 PIDS_LIMIT = int(os.environ.get("MUSACODER_PIDS_LIMIT", "1024"))
 CPU_LIMIT_S = int(os.environ.get("MUSACODER_CPU_LIMIT_S", str(6 * 3600)))  # the wall-clock deadlines come first
 TMPFS_SIZE = os.environ.get("MUSACODER_TMPFS_SIZE", "1g")
+UID_BASE = int(os.environ.get("MUSACODER_WORKER_UID_BASE", "1900000000"))  # the `uid` layer's range: BASE + [0, SPAN)
+UID_SPAN = 100_000_000
+UID_NPROC_LIMIT = int(os.environ.get("MUSACODER_UID_NPROC_LIMIT", "1024"))  # tasks (threads too) of one worker's uid
 
 # Device nodes a worker may open: the harmless character devices, and the GPU's (by name prefix).
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
@@ -93,7 +104,7 @@ MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_MOVE, MS_REC = 1024, 2048, 4096, 8192, 16
 MS_PRIVATE, MS_RELATIME = 1 << 18, 1 << 21
 _MOUNT_FLAG_BY_OPTION = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
                          "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
-PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
+PR_CAPBSET_READ, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 23, 24, 38, 47, 4
 _CAPABILITY_VERSION_3 = 0x20080522
 AF_PACKET, SOCK_RAW = 17, 3
 
@@ -281,6 +292,7 @@ def enter_worker() -> list[str]:
             for layer in ("mount-ro", "tmpfs", "dev"):
                 if layer in wanted:
                     skipped[layer] = f"{type(e).__name__}: {e}"
+    attempt("uid", lambda: _become_worker_uid(cwd, writable))
     attempt("caps", _drop_capabilities)
     attempt("landlock", lambda: _restrict_writes(writable, private_tmp="tmpfs" in active, private_dev="dev" in active))
     attempt("seccomp", lambda: _install_seccomp(confine_signals=not own_pid_ns))
@@ -429,14 +441,86 @@ def _set_rlimits() -> None:
         lower(resource.RLIMIT_NPROC, NPROC_LIMIT)
 
 
+def worker_uid(folder: str) -> int:
+    """The uid (and gid) of the worker in `folder`: one per worker folder, so each worker counts its own processes."""
+    import zlib
+
+    return UID_BASE + zlib.crc32(os.path.basename(os.path.normpath(folder)).encode()) % UID_SPAN
+
+
+def _unreachable(path: str, need: int) -> str | None:
+    """`path` if a user that owns nothing on its way could not reach it with `need` (the `other` permission bits,
+    e.g. 0o5 to read a folder, 0o3 to write in one), else None."""
+    parts = Path(os.path.realpath(path)).parts
+    for i in range(1, len(parts) + 1):
+        p = os.path.join(*parts[:i])
+        try:
+            mode = os.stat(p).st_mode
+        except OSError:
+            return p
+        bits = need if i == len(parts) else 0o1
+        if mode & bits != bits:
+            return p
+    return None
+
+
+def _become_worker_uid(cwd: str, writable: list[str]) -> None:
+    """The `uid` layer (see the module's docstring). Call after the mounts and the cgroup, before `caps`."""
+    if os.getuid() != 0:
+        raise OSError(errno.EPERM, "the verifier does not run as root: the worker keeps its (unprivileged) uid")
+    if os.environ.get("MUSACODER_PREWARM_DEVICE") and os.environ.get("MUSACODER_WORKER_UID") != "1":
+        raise OSError(errno.EPERM, "GPU workers keep the verifier's uid until CUDA IPC across uids is measured "
+                                   "(MUSACODER_WORKER_UID=1 turns it on)")
+    base = os.path.dirname(os.path.realpath(cwd))  # the workers' folders (a fork server's is on its import path)
+    blocked = [p for p in _needed_paths() if not _under(p, base) and _unreachable(p, 0o5)] + [
+        p for p in writable if os.path.realpath(p) != os.path.realpath(cwd) and _unreachable(p, 0o3)]
+    if blocked:
+        raise OSError(errno.EACCES, f"an unprivileged uid could not use {blocked[0]} "
+                                    f"({_unreachable(blocked[0], 0o1) or 'not writable'} is closed to others)")
+    uid = worker_uid(cwd)
+    os.chown(cwd, uid, uid)
+    _drop_bounding_set()  # needs CAP_SETPCAP, which the uid change takes away
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)  # the effective and permitted capabilities go with uid 0
+    os.umask(0)  # what it writes in the shared build cache, other workers' uids may rebuild
+    resource.setrlimit(resource.RLIMIT_NPROC, (UID_NPROC_LIMIT, UID_NPROC_LIMIT))
+
+
+def open_cache(cache_dir: Path) -> None:
+    """Let every worker uid write the build cache: folders 0777 and files 0666 (execute bits kept). Done once per
+    cache folder and process, by the trusted side, when workers enter the `uid` layer."""
+    _open_cache(str(cache_dir))
+
+
+@functools.lru_cache(maxsize=None)
+def _open_cache(root: str) -> None:
+    if not os.path.isdir(root):
+        os.makedirs(root, exist_ok=True)
+    for folder, dirs, files in os.walk(root):
+        for name, bits in [(folder, 0o777)] + [(os.path.join(folder, f), 0o666) for f in files]:
+            try:
+                st = os.lstat(name)
+                if not os.path.islink(name) and st.st_mode & bits != bits:
+                    os.chmod(name, st.st_mode | bits)
+            except OSError:
+                pass
+
+
+def _drop_bounding_set() -> None:
+    last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    for cap in range(last + 1):
+        if _prctl(PR_CAPBSET_READ, cap) != 1:
+            continue  # not in the set (dropped already, or unknown to this kernel)
+        if _prctl(PR_CAPBSET_DROP, cap) != 0 and ctypes.get_errno() not in (errno.EINVAL,):
+            _check(-1, f"dropping capability {cap} from the bounding set")
+
+
 def _drop_capabilities() -> None:
     """Empty the bounding, ambient, effective, permitted and inheritable sets, and set no_new_privs: uid 0 keeps its
     file ownership but loses every privilege (mounts, raw I/O, DAC override, module loading), and so do the compilers
     it starts."""
-    last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
-    for cap in range(last + 1):
-        if _prctl(PR_CAPBSET_DROP, cap) != 0 and ctypes.get_errno() not in (errno.EINVAL,):
-            _check(-1, f"dropping capability {cap} from the bounding set")
+    _drop_bounding_set()
     _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
     header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()
@@ -610,6 +694,8 @@ def worker_env(workdir: Path, cache_dir: Path) -> dict[str, str]:
     """The variables that tell a worker which layers to enter (those the probe found this host permits)."""
     if not enabled():
         return {"MUSACODER_SANDBOX": ""}
+    if "uid" in probe()["worker_layers"]:
+        open_cache(cache_dir)
     return {"MUSACODER_SANDBOX": ",".join(probe()["worker_layers"]),
             "MUSACODER_SANDBOX_WRITABLE": os.pathsep.join([str(workdir), str(cache_dir)]),
             "MUSACODER_SANDBOX_HIDE": os.pathsep.join(hidden_folders())}
@@ -815,11 +901,11 @@ def layers() -> list[str]:
 
 ALL_LAYERS = tuple(PREFIX_LAYERS.values()) + WORKER_LAYERS
 # What `--require-sandbox` asks for: every layer but the pids cgroup, which hosts with an undelegated cgroup v2 lack
-# (the PID namespace still kills everything left at the end; the cgroup only caps a fork bomb while it runs), and
-# Landlock.
+# (the PID namespace still kills everything left at the end; the cgroup only caps a fork bomb while it runs),
+# Landlock, and `uid` (it has nothing to do where the verifier is not root).
 # Landlock is left out of it too: kernels before 5.13, and many that build it but do not enable it at boot, lack it,
 # and `mount-ro` keeps the host's files read-only where it is active.
-STRICT_LAYERS = tuple(layer for layer in ALL_LAYERS if layer not in ("pids-cgroup", "landlock"))
+STRICT_LAYERS = tuple(layer for layer in ALL_LAYERS if layer not in ("pids-cgroup", "landlock", "uid"))
 
 
 def missing(active, required=STRICT_LAYERS) -> list[str]:
@@ -853,8 +939,9 @@ def doctor() -> str:
         why = "" if layer in active else f"  ({p['skipped'].get(layer, 'off')})"
         lines.append(f"  [{mark}] {layer}{why}")
     if os.getuid() == 0 and "pids-cgroup" not in active:
-        lines.append("  note: uid 0 is exempt from RLIMIT_NPROC; without a pids cgroup a fork bomb is bounded only by "
-                     "the deadline and the PID namespace's kill")
+        who = "GPU workers (the `uid` layer needs MUSACODER_WORKER_UID=1 for them)" if "uid" in active else "workers"
+        lines.append(f"  note: {who} keep uid 0, which is exempt from RLIMIT_NPROC; without a pids cgroup a fork bomb "
+                     "there is bounded only by the deadline and the PID namespace's kill")
     if p.get("gpu") is not None:
         lines.append(f"  GPU inside the layers: {p['gpu']}")
     lines.append(f"  layers: {', '.join(layer for layer in ALL_LAYERS if layer in active) or 'none'}")

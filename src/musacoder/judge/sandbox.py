@@ -63,7 +63,10 @@ def worker_environment(workdir: Path, cache_dir: Path, extra: dict[str, str] | N
     and TMPDIR, build caches under `cache_dir`, the sandbox layers to enter, this package first on the import path,
     then `extra`."""
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_KEEP_PREFIXES)}
-    env.update(HOME=str(workdir), TMPDIR=str(workdir), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
+    # USER and LOGNAME: a worker may run as a uid without an account (the `uid` layer), where getpass.getuser(),
+    # which torch's caches call, would otherwise fail
+    env.update(HOME=str(workdir), TMPDIR=str(workdir), USER="musacoder-worker", LOGNAME="musacoder-worker",
+               PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
                TORCH_EXTENSIONS_DIR=str(Path(cache_dir) / "torch_extensions"),
                TRITON_CACHE_DIR=str(Path(cache_dir) / "triton"), **isolation.worker_env(workdir, cache_dir))
     src = str(Path(__file__).resolve().parents[2])
