@@ -224,7 +224,9 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
         build_dir = cache_root / key[:2] / key
         build_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        with open(build_dir.parent / f"{key}.lock", "w") as lock:
+        # read-only is enough for flock, so a lock file another uid made (another worker, or the trusted side
+        # installing a build from another node) locks as well
+        with open(os.open(build_dir.parent / f"{key}.lock", os.O_RDONLY | os.O_CREAT, 0o666)) as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             failed = build_dir / "error.log"
             if failed.exists():

@@ -497,14 +497,28 @@ def open_cache(cache_dir: Path) -> None:
 def _open_cache(root: str) -> None:
     if not os.path.isdir(root):
         os.makedirs(root, exist_ok=True)
-    for folder, dirs, files in os.walk(root):
-        for name, bits in [(folder, 0o777)] + [(os.path.join(folder, f), 0o666) for f in files]:
-            try:
-                st = os.lstat(name)
-                if not os.path.islink(name) and st.st_mode & bits != bits:
-                    os.chmod(name, st.st_mode | bits)
-            except OSError:
-                pass
+    share_tree(root)
+
+
+def share_tree(root: str | Path) -> None:
+    """Make `root` and everything under it writable by every worker uid (folders 0777, files 0666, execute bits kept):
+    for what the trusted side itself puts in a build cache that workers use (e.g. builds installed from another
+    node)."""
+    for folder, dirs, files in os.walk(str(root)):
+        share_path(folder)
+        for f in files:
+            share_path(os.path.join(folder, f))
+
+
+def share_path(path: str | Path) -> None:
+    """One folder (0777) or file (0666, execute bits kept) made writable by every worker uid; links are left alone."""
+    try:
+        st = os.lstat(path)
+        bits = 0o777 if os.path.isdir(path) else 0o666
+        if not os.path.islink(path) and st.st_mode & bits != bits:
+            os.chmod(path, st.st_mode | bits)
+    except OSError:
+        pass
 
 
 def _drop_bounding_set() -> None:
