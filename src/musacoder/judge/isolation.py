@@ -74,7 +74,8 @@ CPU_LIMIT_S = int(os.environ.get("MUSACODER_CPU_LIMIT_S", str(6 * 3600)))  # the
 TMPFS_SIZE = os.environ.get("MUSACODER_TMPFS_SIZE", "1g")
 UID_BASE = int(os.environ.get("MUSACODER_WORKER_UID_BASE", "1900000000"))  # the `uid` layer's range: BASE + [0, SPAN)
 UID_SPAN = 100_000_000
-UID_NPROC_LIMIT = int(os.environ.get("MUSACODER_UID_NPROC_LIMIT", "1024"))  # tasks (threads too) of one worker's uid
+# tasks (threads too) of one worker's uid: torch's thread pools and a parallel build grow with the host's cores
+UID_NPROC_LIMIT = int(os.environ.get("MUSACODER_UID_NPROC_LIMIT", str(max(1024, 16 * (os.cpu_count() or 1)))))
 
 # Device nodes a worker may open: the harmless character devices, and the GPU's (by name prefix).
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
