@@ -281,6 +281,21 @@ def test_worker_runs_as_a_uid_of_its_own_with_a_process_limit(tmp_path, monkeypa
     assert got["refused"] == errno.EAGAIN and 0 < got["forked"] < 48  # its threads count against the limit too
 
 
+@needs("uid")
+def test_without_the_mount_layers_the_uid_layer_steps_aside_rather_than_break_the_worker(tmp_path, monkeypatch):
+    """Outside a mount namespace the workers' base folder is the verifier's own (0700): a worker uid could not reach
+    its folder by its full path (TMPDIR, HOME), so the worker keeps its uid and says why."""
+    _only_layers(monkeypatch, ["uid", "caps"])
+    if os.stat(isolation.workers_base()).st_mode & 0o1:
+        pytest.skip("the workers' base folder is open to others on this host")
+    with Sandbox(tmp_path / "cache") as sb:
+        assert "uid" not in sb.layers
+        skipped = isolation.read_report(sb.workdir)["skipped"]
+        assert str(isolation.workers_base()) in skipped["uid"]
+        probe = "import json, os\njson.dump({'uid': os.getuid()}, open('probe.json', 'w'))\n"
+        assert _run(sb, probe, tmp_path / "cache") == {"uid": os.getuid()}
+
+
 def test_the_uid_layer_is_left_out_where_a_needed_folder_is_closed_to_others():
     import shutil
     import tempfile

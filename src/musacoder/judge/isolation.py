@@ -473,7 +473,8 @@ def _become_worker_uid(cwd: str, writable: list[str]) -> None:
         raise OSError(errno.EPERM, "GPU workers keep the verifier's uid until CUDA IPC across uids is measured "
                                    "(MUSACODER_WORKER_UID=1 turns it on)")
     base = os.path.dirname(os.path.realpath(cwd))  # the workers' folders (a fork server's is on its import path)
-    blocked = [p for p in _needed_paths() if not _under(p, base) and _unreachable(p, 0o5)] + [
+    blocked = [base] if _unreachable(base, 0o1) else []  # its own folder by its full path (TMPDIR, HOME)
+    blocked += [p for p in _needed_paths() if not _under(p, base) and _unreachable(p, 0o5)] + [
         p for p in writable if os.path.realpath(p) != os.path.realpath(cwd) and _unreachable(p, 0o3)]
     if blocked:
         raise OSError(errno.EACCES, f"an unprivileged uid could not use {blocked[0]} "
