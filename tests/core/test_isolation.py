@@ -316,6 +316,25 @@ def test_the_uid_layer_is_left_out_where_a_needed_folder_is_closed_to_others():
 
 
 @needs("pid")
+def test_each_worker_gets_the_pid_namespace_it_asks_for_from_a_shared_fork_server(tmp_path, monkeypatch):
+    """The fork server decides per worker, from the layers in that worker's environment, whether it forks it into a
+    PID namespace of its own: a server first used by a worker without the `pid` layer still gives the next worker that
+    asks for it one (and then one without it none again)."""
+    from musacoder.judge.forkserver import FORK_SERVERS
+
+    FORK_SERVERS.clear()
+    real = isolation.probe()
+    try:
+        for layers, expect in ((["caps"], False), (real["worker_layers"], True), (["caps"], False)):
+            monkeypatch.setattr(isolation, "probe", lambda layers=layers: {**real, "worker_layers": list(layers)})
+            with Sandbox(tmp_path / "cache") as sb:
+                own = os.readlink(f"/proc/{sb.proc.pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+                assert own is expect and ("pid" in sb.layers) is expect, sb.layers
+    finally:
+        FORK_SERVERS.clear()
+
+
+@needs("pid")
 def test_worker_cannot_signal_a_sibling(tmp_path):
     with Sandbox(tmp_path / "cache") as victim, Sandbox(tmp_path / "cache") as attacker:
         probe = ("import json, os\n"

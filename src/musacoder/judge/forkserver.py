@@ -186,7 +186,8 @@ def serve(fd: int) -> None:
     _send(sock, {"ready": True, "pid": os.getpid()})
     from musacoder.judge import isolation
 
-    pid_namespaces = "pid" in os.environ.get("MUSACODER_SANDBOX", "").split(",")
+    pid_namespaces = True  # until making one fails
+    in_made_ns = False  # whether children are now forked into a namespace the server made
     workers: set[int] = set()
     last_sweep = 0.0
     while True:
@@ -216,9 +217,11 @@ def serve(fd: int) -> None:
         req = json.loads(data)
         sys.stdout.flush()
         sys.stderr.flush()
-        if pid_namespaces:
+        wants = "pid" in str((req.get("env") or {}).get("MUSACODER_SANDBOX", "")).split(",")  # the worker's layers
+        if pid_namespaces and (wants or in_made_ns):
             try:
-                isolation.new_pid_namespace_for_next_child()
+                isolation.new_pid_namespace_for_next_child(fresh=wants)
+                in_made_ns = wants
             except OSError as e:
                 print(f"musacoder fork server: no PID namespaces for workers: {e}", file=sys.stderr)
                 pid_namespaces = False

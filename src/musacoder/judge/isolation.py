@@ -239,15 +239,17 @@ def prefix_layers(prefix) -> list[str]:
 _own_pid_ns: int | None = None
 
 
-def new_pid_namespace_for_next_child() -> None:
-    """In the fork server, right before a fork: the next child becomes PID 1 of a PID namespace of its own. The
-    server itself stays where it is; it first returns its children's namespace to its own (a namespace may only be
-    made as a child of the caller's active one), then makes a fresh one."""
+def new_pid_namespace_for_next_child(fresh: bool = True) -> None:
+    """In the fork server, right before a fork: the next child becomes PID 1 of a PID namespace of its own (`fresh`),
+    or is forked into the server's own (a worker that does not ask for the `pid` layer). The server itself stays
+    where it is; it first returns its children's namespace to its own (a namespace may only be made as a child of the
+    caller's active one), then makes a fresh one."""
     global _own_pid_ns
     if _own_pid_ns is None:
         _own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     _check(_libc.setns(ctypes.c_int(_own_pid_ns), ctypes.c_int(CLONE_NEWPID)), "setns")
-    _unshare(CLONE_NEWPID)
+    if fresh:
+        _unshare(CLONE_NEWPID)
 
 
 # --------------------------------------------------------------------------------------------------------------------
