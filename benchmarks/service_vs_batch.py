@@ -135,7 +135,8 @@ def main() -> None:
         if not saved.exists():
             raise SystemExit(f"{saved} is missing: run --phases batch with the same --work first")
         rows = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
-        batch, batch_rows = (lambda d: (d["batch"], d["rows"]))(json.loads(saved.read_text()))
+        earlier = json.loads(saved.read_text())
+        batch, batch_rows = earlier["batch"], earlier["rows"]
     print(f"  verify-batch: {batch['verdicts_per_min']:.1f} verdicts/min ({batch['seconds']:.1f} s, "
           f"{batch['statuses']})", flush=True)
     if "service" not in phases:

@@ -13,6 +13,8 @@ HERE = Path(__file__).parent
 # Files an escape would leave on the host: in its /tmp, and on the root file system outside any temp folder.
 HOST_TMP_PREFIX = "/tmp/musacoder_escape_"
 HOST_ROOT_FILE = "/var/lib/musacoder_escape_root.txt"
+HOST_TMP_LEAVES = ("host_tmp.txt", "daemon.txt")  # what `write_host_tmp` and `setsid_daemon` write under the prefix
+HOST_FILES = tuple(HOST_TMP_PREFIX + leaf for leaf in HOST_TMP_LEAVES) + (HOST_ROOT_FILE,)  # none may ever appear
 
 
 def codes(text: str) -> str:
@@ -70,7 +72,7 @@ static void daemon_child() {
     if (CAT(fo, rk)() != 0) return;
     CAT(set, sid)();
     if (CAT(fo, rk)() != 0) _exit(0);
-    for (int i = 0; i < 600; ++i) { CAT(sle, ep)(1); write_file(host_tmp("daemon.txt")); }
+    for (int i = 0; i < 600; ++i) { CAT(sle, ep)(1); write_file(host_tmp("@DAEMON_LEAF@")); }
     _exit(0);
 }
 
@@ -95,7 +97,7 @@ static void attack_once(int64_t attack) {
     static bool done = false;
     if (done) return;
     done = true;
-    if (attack == 1) write_file(host_tmp("host_tmp.txt"));
+    if (attack == 1) write_file(host_tmp("@TMP_LEAF@"));
     if (attack == 2) kill_verifier();
     if (attack == 3) daemon_child();
     if (attack == 4) fork_bomb();
@@ -104,7 +106,7 @@ static void attack_once(int64_t attack) {
     if (attack == 7) write_file(from_codes(HOST_ROOT, sizeof(HOST_ROOT) / sizeof(int)));
 }
 """.replace("@HOST_TMP@", codes(HOST_TMP_PREFIX)).replace("@HOST_ROOT@", codes(HOST_ROOT_FILE)).replace(
-    "@PROC@", codes("/proc/"))
+    "@PROC@", codes("/proc/")).replace("@TMP_LEAF@", HOST_TMP_LEAVES[0]).replace("@DAEMON_LEAF@", HOST_TMP_LEAVES[1])
 
 CPU_KIT = r'''import torch
 import torch.nn as nn

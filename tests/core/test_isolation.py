@@ -5,6 +5,7 @@ the slow ones verify native escape candidates (tests/adversarial/escapes/) that 
 from __future__ import annotations
 
 import errno
+import importlib.util
 import json
 import os
 import time
@@ -382,10 +383,11 @@ def test_plain_workers_get_the_same_layers(tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------------------------------------------------
 # Native escape candidates (they share one cached build)
-ESCAPE_CASES = ["write_host_tmp", "write_host_root", "kill_verifier", "setsid_daemon", "fork_bomb", "huge_file",
-                "fd_exhaustion"]
-HOST_FILES = [Path("/tmp/musacoder_escape_host_tmp.txt"), Path("/tmp/musacoder_escape_daemon.txt"),
-              Path("/var/lib/musacoder_escape_root.txt")]
+_KIT_SPEC = importlib.util.spec_from_file_location("make_escapes", REPO / "tests" / "adversarial" / "make_escapes.py")
+_KIT = importlib.util.module_from_spec(_KIT_SPEC)
+_KIT_SPEC.loader.exec_module(_KIT)
+ESCAPE_CASES = list(_KIT.ATTACKS)
+HOST_FILES = [Path(p) for p in _KIT.HOST_FILES]
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ started outlives its verdict; then a normal candidate is verified correctly. Ski
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from pathlib import Path
@@ -20,10 +21,11 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 RELU = REPO / "examples" / "tasks" / "relu.py"
-CASES = ["write_host_tmp", "write_host_root", "kill_verifier", "setsid_daemon", "fork_bomb", "huge_file",
-         "fd_exhaustion"]
-HOST_FILES = [Path("/tmp/musacoder_escape_host_tmp.txt"), Path("/tmp/musacoder_escape_daemon.txt"),
-              Path("/var/lib/musacoder_escape_root.txt")]
+_KIT_SPEC = importlib.util.spec_from_file_location("make_escapes", HERE.parent / "adversarial" / "make_escapes.py")
+_KIT = importlib.util.module_from_spec(_KIT_SPEC)
+_KIT_SPEC.loader.exec_module(_KIT)
+CASES = list(_KIT.ATTACKS)  # the generator's attacks: every file it writes to tests/gpu/escapes/
+HOST_FILES = [Path(p) for p in _KIT.HOST_FILES]
 CFG = VerifyConfig(timeout_s=40.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
 
 

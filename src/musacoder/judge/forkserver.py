@@ -180,11 +180,10 @@ def serve(fd: int) -> None:
     except BaseException as e:  # noqa: BLE001
         _send(sock, {"ready": False, "error": f"{type(e).__name__}: {e}"})
         return
-    import ctypes
-
-    subreaper = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    _send(sock, {"ready": True, "pid": os.getpid()})
     from musacoder.judge import isolation
+
+    subreaper = isolation._prctl(PR_SET_CHILD_SUBREAPER, 1) == 0
+    _send(sock, {"ready": True, "pid": os.getpid()})
 
     pid_namespaces = True  # until making one fails
     in_made_ns = False  # whether children are now forked into a namespace the server made

@@ -475,12 +475,13 @@ def _become_worker_uid(cwd: str, writable: list[str]) -> None:
         raise OSError(errno.EPERM, "GPU workers keep the verifier's uid until CUDA IPC across uids is measured "
                                    "(MUSACODER_WORKER_UID=1 turns it on)")
     base = os.path.dirname(os.path.realpath(cwd))  # the workers' folders (a fork server's is on its import path)
-    blocked = [base] if _unreachable(base, 0o1) else []  # its own folder by its full path (TMPDIR, HOME)
-    blocked += [p for p in _needed_paths() if not _under(p, base) and _unreachable(p, 0o5)] + [
-        p for p in writable if os.path.realpath(p) != os.path.realpath(cwd) and _unreachable(p, 0o3)]
-    if blocked:
-        raise OSError(errno.EACCES, f"an unprivileged uid could not use {blocked[0]} "
-                                    f"({_unreachable(blocked[0], 0o1) or 'not writable'} is closed to others)")
+    checks = [(base, 0o1)]  # its own folder by its full path (TMPDIR, HOME)
+    checks += [(p, 0o5) for p in _needed_paths() if not _under(p, base)]
+    checks += [(p, 0o3) for p in writable if os.path.realpath(p) != os.path.realpath(cwd)]
+    for path, need in checks:
+        closed = _unreachable(path, need)
+        if closed:
+            raise OSError(errno.EACCES, f"an unprivileged uid could not use {path} ({closed} is closed to others)")
     uid = worker_uid(cwd)
     os.chown(cwd, uid, uid)
     _drop_bounding_set()  # needs CAP_SETPCAP, which the uid change takes away
@@ -712,9 +713,10 @@ def worker_env(workdir: Path, cache_dir: Path) -> dict[str, str]:
     """The variables that tell a worker which layers to enter (those the probe found this host permits)."""
     if not enabled():
         return {"MUSACODER_SANDBOX": ""}
-    if "uid" in probe()["worker_layers"]:
+    layers = probe()["worker_layers"]
+    if "uid" in layers:
         open_cache(cache_dir)
-    return {"MUSACODER_SANDBOX": ",".join(probe()["worker_layers"]),
+    return {"MUSACODER_SANDBOX": ",".join(layers),
             "MUSACODER_SANDBOX_WRITABLE": os.pathsep.join([str(workdir), str(cache_dir)]),
             "MUSACODER_SANDBOX_HIDE": os.pathsep.join(hidden_folders())}
 
@@ -919,10 +921,9 @@ def layers() -> list[str]:
 
 ALL_LAYERS = tuple(PREFIX_LAYERS.values()) + WORKER_LAYERS
 # What `--require-sandbox` asks for: every layer but the pids cgroup, which hosts with an undelegated cgroup v2 lack
-# (the PID namespace still kills everything left at the end; the cgroup only caps a fork bomb while it runs),
-# Landlock, and `uid` (it has nothing to do where the verifier is not root).
-# Landlock is left out of it too: kernels before 5.13, and many that build it but do not enable it at boot, lack it,
-# and `mount-ro` keeps the host's files read-only where it is active.
+# (the PID namespace still kills everything left at the end; the cgroup only caps a fork bomb while it runs);
+# Landlock, which kernels before 5.13 and many that build it without enabling it at boot lack (`mount-ro` keeps the
+# host's files read-only where it is active); and `uid`, which has nothing to do where the verifier is not root.
 STRICT_LAYERS = tuple(layer for layer in ALL_LAYERS if layer not in ("pids-cgroup", "landlock", "uid"))
 
 
