@@ -253,6 +253,7 @@ def test_worker_runs_as_a_uid_of_its_own_with_a_process_limit(tmp_path, monkeypa
     cache = tmp_path / "cache"
     probe = ("import errno, json, os, resource, time\n"
              "got = {'uid': os.getuid(), 'euid': os.geteuid(), 'gid': os.getgid(), 'groups': os.getgroups(),\n"
+             "       'umask': os.umask(0),\n"
              "       'nproc': resource.getrlimit(resource.RLIMIT_NPROC)[0]}\n"
              "try:\n"
              f"    open({str(cache / 'secret.txt')!r}).read(); got['secret'] = True\n"
@@ -278,7 +279,7 @@ def test_worker_runs_as_a_uid_of_its_own_with_a_process_limit(tmp_path, monkeypa
     finally:
         FORK_SERVERS.clear()
     assert got["uid"] == got["euid"] == got["gid"] == uid != 0 and got["groups"] == []
-    assert got["nproc"] == 48 and got["secret"] is False
+    assert got["nproc"] == 48 and got["secret"] is False and got["umask"] == 0
     assert got["refused"] == errno.EAGAIN and 0 < got["forked"] < 48  # its threads count against the limit too
 
 
@@ -293,8 +294,9 @@ def test_without_the_mount_layers_the_uid_layer_steps_aside_rather_than_break_th
         assert "uid" not in sb.layers
         skipped = isolation.read_report(sb.workdir)["skipped"]
         assert str(isolation.workers_base()) in skipped["uid"]
-        probe = "import json, os\njson.dump({'uid': os.getuid()}, open('probe.json', 'w'))\n"
-        assert _run(sb, probe, tmp_path / "cache") == {"uid": os.getuid()}
+        probe = "import json, os\njson.dump({'uid': os.getuid(), 'umask': os.umask(0)}, open('probe.json', 'w'))\n"
+        # it keeps uid 0, and still makes what it builds in the shared cache open to the workers that changed uid
+        assert _run(sb, probe, tmp_path / "cache") == {"uid": os.getuid(), "umask": 0}
 
 
 def test_the_uid_layer_is_left_out_where_a_needed_folder_is_closed_to_others():

@@ -471,6 +471,9 @@ def _become_worker_uid(cwd: str, writable: list[str]) -> None:
     """The `uid` layer (see the module's docstring). Call after the mounts and the cgroup, before `caps`."""
     if os.getuid() != 0:
         raise OSError(errno.EPERM, "the verifier does not run as root: the worker keeps its (unprivileged) uid")
+    # umask 0 for every worker of a verifier whose workers may change uid, those that keep uid 0 too: what any of them
+    # makes in the shared build cache (a new key-prefix folder, a Triton cache folder), the others can build in
+    os.umask(0)
     if os.environ.get("MUSACODER_PREWARM_DEVICE") and os.environ.get("MUSACODER_WORKER_UID") != "1":
         raise OSError(errno.EPERM, "GPU workers keep the verifier's uid until CUDA IPC across uids is measured "
                                    "(MUSACODER_WORKER_UID=1 turns it on)")
@@ -488,7 +491,6 @@ def _become_worker_uid(cwd: str, writable: list[str]) -> None:
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)  # the effective and permitted capabilities go with uid 0
-    os.umask(0)  # what it writes in the shared build cache, other workers' uids may rebuild
     resource.setrlimit(resource.RLIMIT_NPROC, (UID_NPROC_LIMIT, UID_NPROC_LIMIT))
 
 
