@@ -28,7 +28,7 @@
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests throughput baseline"}  # also: smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost service musa rft anchor
+STEPS=${STEPS:-"tests throughput baseline"}  # also: doctor smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost service musa rft anchor
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
@@ -38,6 +38,7 @@ has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
 
 if ! ldconfig -p | grep -q libseccomp.so.2 && ls .deb/libseccomp2_*.deb >/dev/null 2>&1; then  # the seccomp layer's library
   dpkg -x .deb/libseccomp2_*.deb / && ldconfig; fi
+if has doctor; then python3 -m musacoder.cli doctor 2>&1 | tee "$OUT/doctor.txt" | tail -25; fi
 if has smoke; then  # one legitimate CUDA candidate end to end; stop here if the GPU path is broken
   python3 -m musacoder.cli doctor > "$OUT/doctor.txt" 2>&1; cat "$OUT/doctor.txt"
   timeout ${T_SMOKE:-150} python3 -m musacoder.cli verify --task examples/tasks/relu.py \
@@ -79,7 +80,7 @@ if has buildlat; then  # one build at a time on the idle machine, fresh caches: 
     > "$OUT/build_latency.log" 2>&1
   tail -6 "$OUT/build_latency.log"
 fi
-if has tests; then  # GPU adversarial suite; its candidates are pre-built in parallel first
+if has tests; then  # GPU adversarial suite (GPU_TESTS: which test files); its candidates are pre-built in parallel first
   python3 - <<'PY' > /tmp/gpu_manifest.jsonl
 import json, pathlib
 cands = sorted(pathlib.Path("tests/gpu/candidates").glob("*.py")) + [pathlib.Path("examples/candidates/relu_cuda.py")]
@@ -90,7 +91,7 @@ for p in cands:
 PY
   timeout ${T_PRE:-120} python3 -m musacoder.cli verify-batch /tmp/gpu_manifest.jsonl --out "$OUT/gpu_prewarm.jsonl" \
     --workers 10 --no-timing > "$OUT/prewarm.log" 2>&1
-  timeout ${T_TEST:-300} python3 -m pytest tests/gpu -q -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.log" | tail -15
+  timeout ${T_TEST:-300} python3 -m pytest ${GPU_TESTS:-tests/gpu} -q -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.log" | tail -15
 fi
 if has throughput; then  # cold then warm cache, fast builds (THR_PHASES=warm THR_TAG=-w16 WORKERS=16: warm again)
   timeout ${T_THR:-420} python3 benchmarks/throughput.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \

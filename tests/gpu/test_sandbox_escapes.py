@@ -46,21 +46,29 @@ def leftovers() -> list[str]:
     return found
 
 
-def process_bound() -> bool:
+@pytest.fixture(scope="module")
+def entered_layers() -> list[str]:
+    """The layers a GPU worker on this host actually entered: a verdict's `sandbox` field for a normal candidate (the
+    probe's prediction is not enough to let a fork bomb run)."""
+    v = verify(RELU, (REPO / "examples" / "candidates" / "relu_cuda.py").read_text(), backend="cuda",
+               config=CFG.model_copy(update={"timeout_s": 60.0}))
+    assert v.status == "ok", (v.feedback, v.error)
+    return list(v.sandbox or [])
+
+
+def process_bound(entered: list[str]) -> bool:
     """Whether this host bounds a GPU worker's process count while it runs: a PID namespace (killed whole), a pids
     cgroup, or a uid other than 0 (for which the kernel enforces RLIMIT_NPROC: the verifier's own, or the `uid` layer,
-    which GPU workers enter with MUSACODER_WORKER_UID=1)."""
-    layers = set(isolation.layers())
-    return bool({"pid", "pids-cgroup"} & layers) or os.getuid() != 0 or (
-        "uid" in layers and os.environ.get("MUSACODER_WORKER_UID") == "1")
+    which GPU workers enter with MUSACODER_WORKER_UID=1), judged by the layers a worker entered."""
+    return bool({"pid", "pids-cgroup", "uid"} & set(entered)) or os.getuid() != 0
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_cuda_escape_is_contained(name, monkeypatch):
-    if name == "fork_bomb" and not process_bound():
+def test_cuda_escape_is_contained(name, monkeypatch, entered_layers):
+    if name == "fork_bomb" and not process_bound(entered_layers):
         # A known gap (docs/threats.md): forks of a process holding a CUDA context, unbounded for uid 0 until the
         # deadline, exhausted such a host (the H200 machine stopped answering during this suite).
-        pytest.skip(f"this host bounds a worker's processes by nothing but its deadline: {isolation.layers()}")
+        pytest.skip(f"this host bounds a worker's processes by nothing but its deadline: {entered_layers}")
     monkeypatch.setenv("MUSACODER_FSIZE_LIMIT", str(64 << 20))  # the huge file ends at 64 MiB, not at 4 GiB
     for p in HOST_FILES:
         p.unlink(missing_ok=True)
