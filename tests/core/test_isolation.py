@@ -588,3 +588,74 @@ def test_probe_keeps_a_layer_that_fails_the_gpu_only_without_another(monkeypatch
     finally:
         isolation.probe.cache_clear()
 
+
+
+def test_gpu_checks_are_remembered_across_processes_only_where_the_verifier_alone_can_write(tmp_path, monkeypatch):
+    """Each GPU check creates a CUDA context; every verifier process paid a dozen before its first worker. Their
+    answers are kept in the workers' base folder for the same host key: reused by the next process, asked again
+    when the key or the age says so, never reused from a file someone else could have written (a worker that planted
+    entries could switch layers off), and a check that did not run is not kept."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(isolation, "PROBE_MEMO_S", 3600.0)
+    monkeypatch.setattr(isolation, "_memo_reads", True)
+    isolation._host_key.cache_clear()
+    calls = []
+    answer = ["ok"]
+
+    def fake_now(layers, gpu):
+        calls.append(tuple(layers))
+        return {"layers": list(layers), "skipped": {}, "cgroup": "/sys/fs/cgroup/x"}, answer[0], ""
+
+    monkeypatch.setattr(isolation, "_probe_once_now", fake_now)
+    try:
+        first = isolation._probe_once(["dev", "caps"], gpu=True)
+        assert first == ({"layers": ["dev", "caps"], "skipped": {}}, "ok", "") and len(calls) == 1
+        assert isolation._probe_once(["dev", "caps"], gpu=True) == first and len(calls) == 1  # remembered
+        memo = isolation._memo_file()
+        assert memo.parent == isolation.workers_base() and "cgroup" not in memo.read_text()
+        assert oct(memo.stat().st_mode & 0o777) == "0o600"
+        isolation._probe_once(["dev"], gpu=True)
+        assert len(calls) == 2  # another set of layers is another check
+
+        monkeypatch.setenv("MUSACODER_SANDBOX_HIDE_EXTRA", "/elsewhere")  # another environment: another key
+        isolation._host_key.cache_clear()
+        isolation._probe_once(["dev", "caps"], gpu=True)
+        assert len(calls) == 3
+        monkeypatch.delenv("MUSACODER_SANDBOX_HIDE_EXTRA")
+        isolation._host_key.cache_clear()
+        assert isolation._memo_file() == memo
+
+        memo.chmod(0o622)  # writable by others: not trusted
+        isolation._probe_once(["dev", "caps"], gpu=True)
+        assert len(calls) == 4 and oct(memo.stat().st_mode & 0o777) == "0o600"  # and written afresh
+        if os.getuid() == 0:
+            os.chown(memo, 12345, 12345)  # owned by someone else
+            isolation._probe_once(["dev", "caps"], gpu=True)
+            assert len(calls) == 5
+        n = len(calls)
+
+        monkeypatch.setattr(isolation, "PROBE_MEMO_S", 0.0)  # never remembered
+        isolation._probe_once(["dev", "caps"], gpu=True)
+        assert len(calls) == n + 1
+        monkeypatch.setattr(isolation, "PROBE_MEMO_S", 3600.0)
+        monkeypatch.setattr(isolation, "_memo_reads", False)  # doctor: asks again, and records the new answer
+        answer[0] = "cuInit returned CUDA error 304"
+        assert isolation._probe_once(["dev", "caps"], gpu=True)[1] == answer[0] and len(calls) == n + 2
+        monkeypatch.setattr(isolation, "_memo_reads", True)
+        assert isolation._probe_once(["dev", "caps"], gpu=True)[1] == answer[0] and len(calls) == n + 2
+
+        answer[0] = "the check did not run: timed out"  # not an answer of the check's own: not kept
+        isolation._probe_once(["pid"], gpu=True)
+        isolation._probe_once(["pid"], gpu=True)
+        assert calls[-2:] == [("pid",), ("pid",)]
+        data = json.loads(memo.read_text())  # an old entry is asked again
+        for entry in data.values():
+            entry["t"] -= 7200
+        memo.write_text(json.dumps(data))
+        isolation._probe_once(["dev"], gpu=True)
+        assert calls[-1] == ("dev",)
+        assert isolation._probe_once(["dev", "caps"], gpu=False) is not None and calls[-1] == ("dev", "caps")
+    finally:
+        isolation._host_key.cache_clear()

@@ -23,8 +23,8 @@ The layers (names as reported in a verdict's `sandbox` field):
   kernel does not apply to uid 0) at `UID_NPROC_LIMIT`: a fork bomb is bounded without a pids cgroup, it cannot signal
   or read `/proc` of the verifier or another worker, and files only the verifier's user may read are closed to it.
   Its folder is given to it; the build cache is opened to every worker (`open_cache`). Entered only where every folder
-  it needs is still reachable as that uid; GPU workers enter it only with `MUSACODER_WORKER_UID=1` until CUDA IPC
-  between the worker and the verifier under different uids is measured.
+  it needs is still reachable as that uid (GPU workers too: CUDA IPC between a worker and the verifier under
+  different uids works, `tests/gpu/test_ipc_memory.py`); `MUSACODER_WORKER_UID=0` keeps the verifier's uid.
 - `caps`: every capability dropped (bounding set included) and `no_new_privs` set; the build's compilers inherit none.
 - `landlock`: a Landlock ruleset (Linux 5.13+, no privilege needed): the worker and everything it starts may create,
   write, truncate, rename or delete files only in its folder, the build cache, the private `/tmp` and `/dev/shm` (when
@@ -49,6 +49,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import functools
+import hashlib
 import json
 import os
 import platform
@@ -149,13 +150,102 @@ def _unshare_prefix(flags: tuple[str, ...]) -> tuple[str, ...]:
     return ()
 
 
+# The GPU checks' results, remembered across verifier processes for `MUSACODER_PROBE_MEMO_S` seconds (0: never): each
+# check is a process creating a CUDA context, and every `verify`, `verify-batch` or `serve` process would otherwise
+# pay for them again before its first worker starts. An entry holds only for the same boot, kernel, driver, cgroup,
+# uid, Python, environment and this package's judge code (`_host_key`); it lives in the workers' base folder, which
+# only the verifier's user may write, and is trusted only if that user owns it and no one else may write it.
+PROBE_MEMO_S = float(os.environ.get("MUSACODER_PROBE_MEMO_S", str(6 * 3600)))
+_memo_lock = threading.Lock()
+_memo_reads = True  # `doctor` looks afresh (and records what it found)
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+@functools.lru_cache(maxsize=None)
+def _host_key() -> str:
+    h = hashlib.sha256()
+    for f in ("/proc/sys/kernel/random/boot_id", "/proc/driver/nvidia/version", "/proc/self/cgroup",
+              "/proc/sys/kernel/unprivileged_userns_clone", "/proc/sys/user/max_user_namespaces"):
+        h.update(f.encode() + b"\0" + _read_text(f).encode() + b"\0")
+    env = sorted((k, v) for k, v in os.environ.items() if k != "MUSACODER_PROBE_MEMO_S" and (
+        k.startswith(("MUSACODER_", "CUDA_", "NVIDIA_")) or k in ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")))
+    h.update(repr((platform.release(), os.getuid(), sys.executable, sys.version, env)).encode())
+    for src in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(src.name.encode() + src.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def _memo_file() -> Path:
+    return workers_base() / f"gpu-checks-{_host_key()}.json"
+
+
+def _memo_load(path: Path) -> dict:
+    """The memo's entries, or {} unless the verifier's user owns the file and its folder and no one else may write
+    either (a worker that could plant entries could switch layers off for the next verifier)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return {}
+    try:
+        for st in (os.fstat(fd), os.stat(path.parent)):
+            if st.st_uid != os.getuid() or st.st_mode & 0o022:
+                return {}
+        with os.fdopen(os.dup(fd), encoding="utf-8") as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+    finally:
+        os.close(fd)
+
+
+def _gpu_memo(key: list[str], compute, result_of):
+    """`compute()`, or what it gave within `PROBE_MEMO_S` in an earlier process with the same `_host_key`. Only
+    answers the check gave itself are kept (`result_of(value)` not None); a check that did not run is asked again."""
+    if PROBE_MEMO_S <= 0:
+        return compute()
+    name, path = "\x1f".join(key), _memo_file()
+    if _memo_reads:
+        entry = _memo_load(path).get(name)
+        if isinstance(entry, dict) and 0 <= time.time() - entry.get("t", -1e18) <= PROBE_MEMO_S:
+            value = entry.get("v")
+            return tuple(value) if isinstance(value, list) else value
+    value = compute()
+    if result_of(value) is not None and not str(result_of(value)).startswith(("the check wrote no result",
+                                                                             "the check did not run")):
+        with _memo_lock:
+            entries = _memo_load(path)
+            entries[name] = {"t": time.time(), "v": value}
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(entries, f)
+                os.replace(tmp, path)
+            except OSError:
+                tmp.unlink(missing_ok=True)
+    return value
+
+
 # Prefix namespaces the GPU driver did not survive on this host, with the reason (see `_gpu_survives`).
 PREFIX_GPU_NOTES: dict[str, str] = {}
 
 
 @functools.lru_cache(maxsize=None)
 def _gpu_check_under(prefix: tuple[str, ...]) -> str:
-    """`gpu_selfcheck()`'s result in a process started under `prefix` (entering no worker layer)."""
+    """`gpu_selfcheck()`'s result in a process started under `prefix` (entering no worker layer); remembered across
+    processes by `_gpu_memo`."""
+    return _gpu_memo(["prefix", *prefix], lambda: _gpu_check_under_now(prefix), lambda got: got)
+
+
+def _gpu_check_under_now(prefix: tuple[str, ...]) -> str:
     scratch = Path(tempfile.mkdtemp(prefix="probe-", dir=workers_base()))
     try:
         run = subprocess.run([*prefix, sys.executable, "-c",
@@ -474,9 +564,8 @@ def _become_worker_uid(cwd: str, writable: list[str]) -> None:
     # umask 0 for every worker of a verifier whose workers may change uid, those that keep uid 0 too: what any of them
     # makes in the shared build cache (a new key-prefix folder, a Triton cache folder), the others can build in
     os.umask(0)
-    if os.environ.get("MUSACODER_PREWARM_DEVICE") and os.environ.get("MUSACODER_WORKER_UID") != "1":
-        raise OSError(errno.EPERM, "GPU workers keep the verifier's uid until CUDA IPC across uids is measured "
-                                   "(MUSACODER_WORKER_UID=1 turns it on)")
+    if os.environ.get("MUSACODER_WORKER_UID") == "0":
+        raise OSError(errno.EPERM, "MUSACODER_WORKER_UID=0: workers keep the verifier's uid")
     base = os.path.dirname(os.path.realpath(cwd))  # the workers' folders (a fork server's is on its import path)
     checks = [(base, 0o1)]  # its own folder by its full path (TMPDIR, HOME)
     checks += [(p, 0o5) for p in _needed_paths() if not _under(p, base)]
@@ -816,7 +905,19 @@ def _host_has_nvidia_gpu() -> bool:
 
 def _probe_once(layers, gpu: bool) -> tuple[dict, str | None, str]:
     """Start a throw-away process the way a `python -m` worker starts (its prefix), let it enter `layers` and, with
-    `gpu`, use the GPU inside them: (its report, the GPU check's result or None, the end of its stderr)."""
+    `gpu`, use the GPU inside them: (its report, the GPU check's result or None, the end of its stderr). GPU checks
+    are remembered across processes (`_gpu_memo`): each creates a CUDA context, and a host that refuses some layers
+    needs a dozen before its first worker starts."""
+    if not gpu:
+        return _probe_once_now(layers, gpu)
+    def checked():  # what a later process may reuse: the layers entered and skipped, not this run's cgroup
+        report, gpu_result, err = _probe_once_now(layers, gpu)
+        return {k: report[k] for k in ("layers", "skipped") if k in report}, gpu_result, err
+
+    return _gpu_memo(["layers", *layers], checked, lambda r: r[1] if r[0] else None)
+
+
+def _probe_once_now(layers, gpu: bool) -> tuple[dict, str | None, str]:
     scratch = Path(tempfile.mkdtemp(prefix="probe-", dir=workers_base()))
     env = probe_env(scratch, layers)
     code = "from musacoder.judge import isolation; isolation.enter_worker()"
@@ -935,7 +1036,10 @@ def missing(active, required=STRICT_LAYERS) -> list[str]:
 
 
 def doctor() -> str:
-    """A report of what this host permits and which layers workers will use."""
+    """A report of what this host permits and which layers workers will use, looked at afresh (not from the GPU
+    checks' memo, which it refreshes)."""
+    global _memo_reads
+    _memo_reads = False
     p = probe() if enabled() else {"prefix_layers": [], "worker_layers": [], "skipped": {}, "gpu": None}
     active = set(p["prefix_layers"] + p["worker_layers"])
     try:
@@ -960,9 +1064,9 @@ def doctor() -> str:
         why = "" if layer in active else f"  ({p['skipped'].get(layer, 'off')})"
         lines.append(f"  [{mark}] {layer}{why}")
     if os.getuid() == 0 and "pids-cgroup" not in active:
-        who = "GPU workers (the `uid` layer needs MUSACODER_WORKER_UID=1 for them)" if "uid" in active else "workers"
-        lines.append(f"  note: {who} keep uid 0, which is exempt from RLIMIT_NPROC; without a pids cgroup a fork bomb "
-                     "there is bounded only by the deadline and the PID namespace's kill")
+        if "uid" not in active:
+            lines.append("  note: workers keep uid 0, which is exempt from RLIMIT_NPROC; without a pids cgroup a fork "
+                         "bomb there is bounded only by the deadline and the PID namespace's kill")
     if p.get("gpu") is not None:
         lines.append(f"  GPU inside the layers: {p['gpu']}")
     lines.append(f"  layers: {', '.join(layer for layer in ALL_LAYERS if layer in active) or 'none'}")
