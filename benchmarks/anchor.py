@@ -195,7 +195,7 @@ def run_musacoder(a, items: list[tuple], work: Path, phase: str) -> tuple[dict, 
                          "speedup": v.get("speedup"), "runtime_ms": v.get("runtime_ms"),
                          "ref_runtime_ms": v.get("ref_runtime_ms"), "error": why[-400:],
                          "verdict": v["status"] != "infra_error", "accepted": v["status"] == "ok",
-                         "correct": v.get("correct")}
+                         "correct": v.get("correct"), "stage_s": v.get("stage_s") or {}}
     for i, _, _ in items:
         if i not in recs:
             recs[i] = {"outcome": "missing", "wall_s": None, "verdict": False, "accepted": False, "correct": None,
@@ -348,6 +348,9 @@ def main() -> None:
             for pid, rec in recs.items():
                 print(f"  {pid:45s} {rec['outcome']:13s} wall {fmt(rec['wall_s'], '6.1f')}s "
                       f"speedup {fmt(rec.get('speedup'), '.3g')} {rec['error'][-160:]!r}", flush=True)
+                top = sorted((rec.get("stage_s") or {}).items(), key=lambda kv: -kv[1])[:6]
+                if top:  # where its seconds went, largest stages first
+                    print("      " + ", ".join(f"{k} {x:.1f}s" for k, x in top), flush=True)
             kb_rate, mc_rate = kb["summary"]["verdicts_per_min"], r["musacoder"]["summary"]["verdicts_per_min"]
             r["ratio_verdicts_per_min"] = mc_rate / kb_rate if kb_rate and mc_rate is not None else None
             r["disagree"] = disagreements(kb["results"], recs)
