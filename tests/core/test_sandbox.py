@@ -379,3 +379,67 @@ def test_idle_workers_linger_for_the_next_batch_then_are_killed():
     pool.target = 0
     pool.release(0)  # no linger: killed at once
     assert pool.idle_count() == 0
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """Every live descendant of `root`: pid -> its start time (field 22 of /proc/PID/stat), so a reused pid is told
+    apart from the process that had it."""
+    parent, start = {}, {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            parent[int(pid)], start[int(pid)] = int(fields[1]), fields[19]
+    found, frontier = {}, [root]
+    while frontier:
+        p = frontier.pop()
+        for child, par in parent.items():
+            if par == p and child not in found:
+                found[child] = start[child]
+                frontier.append(child)
+    return found
+
+
+def _alive(pid: int, started: str) -> bool:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[0] != "Z" and fields[19] == started
+
+
+def test_a_killed_verifier_leaves_no_worker_processes_or_folders(tmp_path):
+    """SIGKILL (or SIGTERM, which skips atexit) of the verifier mid-build: its fork server sees the trusted side gone
+    and kills every worker with what it started (the compiler here), then removes their folders and its own; an RL
+    job killed by its scheduler must not leave processes or folders behind on the host."""
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, TMPDIR=str(tmp_path), MUSACODER_CACHE_DIR=str(tmp_path / "cache"))  # a cold build: slow
+    proc = subprocess.Popen([sys.executable, "-m", "musacoder.cli", "verify", "--task",
+                             str(repo / "examples" / "tasks" / "relu.py"), "--candidate",
+                             str(repo / "examples" / "candidates" / "relu_cpu.py"), "--backend", "cpu", "--json"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = tmp_path / f"musacoder-{os.getuid()}"
+    ours = ("cand-", "forkserver-")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until a worker runs in its folder
+            if base.is_dir() and any(p.name.startswith("cand-") for p in base.iterdir()) and \
+                    len(_descendants(proc.pid)) >= 2:
+                break
+            assert proc.poll() is None, "the verifier ended before the test could kill it"
+            time.sleep(0.2)
+        time.sleep(3)  # the worker is building (a cold C++ build takes far longer)
+        assert proc.poll() is None
+        left = _descendants(proc.pid)
+        assert len(left) >= 2, left
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (any(_alive(p, s) for p, s in left.items()) or
+                                           any(p.name.startswith(ours) for p in base.iterdir())):
+        time.sleep(0.2)
+    assert not [p for p, s in left.items() if _alive(p, s)], "processes outlived the killed verifier"
+    assert not [p.name for p in base.iterdir() if p.name.startswith(ours)], "folders outlived the killed verifier"

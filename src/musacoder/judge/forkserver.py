@@ -173,8 +173,38 @@ def _sweep(workers: set[int]) -> None:
             pass
 
 
+def _abandon(folders: dict[int, str]) -> None:
+    """The trusted process is gone without closing this server (killed, say by SIGTERM or the OOM killer): nobody will
+    read these workers' verdicts. Kill them (their process groups) and whatever they left, then remove their folders
+    and the server's own, so a killed verifier leaves neither processes nor folders behind."""
+    for pid in folders:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        _sweep(set())
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                time.sleep(0.05)
+        except ChildProcessError:
+            break
+    for folder in [*folders.values(), os.getcwd()]:
+        name, parent = os.path.basename(folder), os.path.basename(os.path.dirname(folder))
+        if name.startswith(("cand-", "forkserver-")) and parent.startswith("musacoder-"):  # only folders made for us
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def serve(fd: int) -> None:
-    sock = socket.socket(fileno=fd)
+    folders: dict[int, str] = {}  # each live worker's folder
+    try:
+        _serve(socket.socket(fileno=fd), folders)
+    except OSError:  # a reply the trusted process, gone, could not take
+        _abandon(folders)
+
+
+def _serve(sock: socket.socket, folders: dict[int, str]) -> None:
     try:
         _preload()
     except BaseException as e:  # noqa: BLE001
@@ -199,6 +229,7 @@ def serve(fd: int) -> None:
                 break
             if pid in workers:
                 workers.discard(pid)
+                folders.pop(pid, None)
                 _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
                 last_sweep = 0.0  # what it left behind is adopted now
         if subreaper and time.monotonic() - last_sweep >= SWEEP_S:
@@ -210,9 +241,9 @@ def serve(fd: int) -> None:
         try:
             data, fds, _, _ = socket.recv_fds(sock, _MAX_MSG, 3)
         except OSError:
-            return
-        if not data:
-            return  # the trusted process is gone; its workers are killed by it or live out their own deadline
+            data, fds = b"", []
+        if not data:  # the trusted process is gone
+            return _abandon(folders)
         req = json.loads(data)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -235,6 +266,7 @@ def serve(fd: int) -> None:
             sock.close()
             _child(req, fds)
         workers.add(pid)
+        folders[pid] = req["cwd"]
         for f in fds:
             os.close(f)
         _send(sock, {"started": req["id"], "pid": pid})
