@@ -13,8 +13,25 @@ HERE = Path(__file__).parent
 # Files an escape would leave on the host: in its /tmp, and on the root file system outside any temp folder.
 HOST_TMP_PREFIX = "/tmp/musacoder_escape_"
 HOST_ROOT_FILE = "/var/lib/musacoder_escape_root.txt"
-HOST_TMP_LEAVES = ("host_tmp.txt", "daemon.txt")  # what `write_host_tmp` and `setsid_daemon` write under the prefix
+# what `write_host_tmp`, `setsid_daemon` and `raw_syscall_write` write under the prefix
+HOST_TMP_LEAVES = ("host_tmp.txt", "daemon.txt", "syscall.txt")
 HOST_FILES = tuple(HOST_TMP_PREFIX + leaf for leaf in HOST_TMP_LEAVES) + (HOST_ROOT_FILE,)  # none may ever appear
+# `read_other_worker` looks for this file in every folder beside its own (where the verifier keeps its workers'
+# folders) and for any /proc/PID/mem of a verifier process it can open; it crashes itself if it finds either, so a
+# contained one ends `ok`. Tests plant the file with `plant_secret` first.
+SECRET_LEAF = "musacoder_secret.txt"
+SECRET_TEXT = "SECRET-of-another-worker"
+READ_ATTACK = "read_other_worker"
+
+
+def plant_secret(workers_base: Path) -> Path:
+    """A folder beside the workers' own, as another worker's (mode 0700, the verifier's user), holding the secret;
+    the caller removes it."""
+    import tempfile
+
+    victim = Path(tempfile.mkdtemp(prefix="cand-victim-", dir=workers_base))
+    (victim / SECRET_LEAF).write_text(SECRET_TEXT)
+    return victim
 
 
 def codes(text: str) -> str:
@@ -93,6 +110,81 @@ static void exhaust_fds() {
     while (dup(0) >= 0) {}
 }
 
+// the system call instruction itself, not libc's wrappers: nothing for a source rule or an LD_PRELOAD shim to see
+static long raw_call(long n, long a, long b, long c, long d) {
+#if defined(__x86_64__)
+    long ret;
+    register long r10 __asm__("r10") = d;
+    __asm__ volatile("sys" "call" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10) : "rcx", "r11", "memory");
+    return ret;
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = n;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    register long x2 __asm__("x2") = c;
+    register long x3 __asm__("x3") = d;
+    __asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
+    return x0;
+#else
+    return -1;
+#endif
+}
+
+static void raw_write(const std::string& path) {
+#if defined(__x86_64__)
+    const long OPENAT = 257, WRITE = 1, CLOSE = 3;
+#else
+    const long OPENAT = 56, WRITE = 64, CLOSE = 57;
+#endif
+    long fd = raw_call(OPENAT, -100 /* AT_FDCWD */, (long)path.c_str(), 01 | 0100 | 02000 /* WRONLY|CREAT|APPEND */,
+                       0644);
+    if (fd < 0) return;
+    static const char msg[] = "escaped\n";
+    raw_call(WRITE, fd, (long)msg, sizeof(msg) - 1, 0);
+    raw_call(CLOSE, fd, 0, 0, 0);
+}
+
+static const int SECRET_LEAF_CODES[] = {@SECRET_LEAF@};
+static const int SECRET_CODES[] = {@SECRET@};
+
+static void read_other_worker() {
+    std::string leaf = from_codes(SECRET_LEAF_CODES, sizeof(SECRET_LEAF_CODES) / sizeof(int));
+    std::string secret = from_codes(SECRET_CODES, sizeof(SECRET_CODES) / sizeof(int));
+    if (DIR* d = opendir("..")) {  // the folders beside its own: other workers'
+        while (dirent* e = readdir(d)) {
+            FILE* f = CAT(fo, pen)((std::string("../") + e->d_name + "/" + leaf).c_str(), "r");
+            if (!f) continue;
+            char buf[256] = {0};
+            fread(buf, 1, sizeof(buf) - 1, f);
+            fclose(f);
+            if (strstr(buf, secret.c_str())) abort();  // read another worker's file
+        }
+        closedir(d);
+    }
+    DIR* d = opendir(proc_dir().c_str());
+    if (!d) return;
+    while (dirent* e = readdir(d)) {  // the memory of the verifier, its fork server or another worker
+        int pid = atoi(e->d_name);
+        if (pid <= 1 || pid == getpid()) continue;
+        FILE* f = CAT(fo, pen)((proc_dir() + e->d_name + "/cmdline").c_str(), "r");
+        if (!f) continue;
+        char buf[4096] = {0};
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < n; ++i) if (!buf[i]) buf[i] = ' ';
+        if (!strstr(buf, "pytest") && !strstr(buf, "musacoder")) continue;
+        long fd = raw_call(
+#if defined(__x86_64__)
+            257,
+#else
+            56,
+#endif
+            -100, (long)(proc_dir() + e->d_name + "/mem").c_str(), 0 /* O_RDONLY */, 0);
+        if (fd >= 0) abort();  // could read another process's memory
+    }
+    closedir(d);
+}
+
 static void attack_once(int64_t attack) {
     static bool done = false;
     if (done) return;
@@ -104,8 +196,11 @@ static void attack_once(int64_t attack) {
     if (attack == 5) huge_file();
     if (attack == 6) exhaust_fds();
     if (attack == 7) write_file(from_codes(HOST_ROOT, sizeof(HOST_ROOT) / sizeof(int)));
+    if (attack == 8) raw_write(host_tmp("@SYSCALL_LEAF@"));
+    if (attack == 9) read_other_worker();
 }
-""".replace("@HOST_TMP@", codes(HOST_TMP_PREFIX)).replace("@HOST_ROOT@", codes(HOST_ROOT_FILE)).replace(
+""".replace("@SECRET_LEAF@", codes(SECRET_LEAF)).replace("@SECRET@", codes(SECRET_TEXT)).replace(
+    "@SYSCALL_LEAF@", HOST_TMP_LEAVES[2]).replace("@HOST_TMP@", codes(HOST_TMP_PREFIX)).replace("@HOST_ROOT@", codes(HOST_ROOT_FILE)).replace(
     "@PROC@", codes("/proc/")).replace("@TMP_LEAF@", HOST_TMP_LEAVES[0]).replace("@DAEMON_LEAF@", HOST_TMP_LEAVES[1])
 
 CPU_KIT = r'''import torch
@@ -160,7 +255,7 @@ kit = load_inline(name="escape_kit_cuda", cpp_sources=cpp_source, cuda_sources=c
 '''
 
 ATTACKS = {"write_host_tmp": 1, "kill_verifier": 2, "setsid_daemon": 3, "fork_bomb": 4, "huge_file": 5,
-           "fd_exhaustion": 6, "write_host_root": 7}
+           "fd_exhaustion": 6, "write_host_root": 7, "raw_syscall_write": 8, READ_ATTACK: 9}
 
 MODEL = '''
 

@@ -8,6 +8,7 @@ import errno
 import importlib.util
 import json
 import os
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -300,7 +301,6 @@ def test_without_the_mount_layers_the_uid_layer_steps_aside_rather_than_break_th
 
 
 def test_the_uid_layer_is_left_out_where_a_needed_folder_is_closed_to_others():
-    import shutil
     import tempfile
 
     closed = Path(tempfile.mkdtemp(dir="/var/tmp"))  # pytest's own folders are closed to others already
@@ -392,6 +392,18 @@ ESCAPE_CASES = list(_KIT.ATTACKS)
 HOST_FILES = [Path(p) for p in _KIT.HOST_FILES]
 
 
+def test_every_escape_candidate_gets_past_the_static_rules():
+    """Otherwise its test would show the static rules at work, not the sandbox."""
+    from musacoder.legality.static import check_static
+
+    for folder, backend in ((ESCAPES, "cpu"), (REPO / "tests" / "gpu" / "escapes", "cuda")):
+        names = sorted(p.stem for p in folder.glob("*.py"))
+        assert names == sorted(ESCAPE_CASES), (folder, names)  # the generator's output, all of it
+        for name in names:
+            rep = check_static((folder / f"{name}.py").read_text(), backend)
+            assert rep.legal, (backend, name, rep.violations)
+
+
 @pytest.mark.slow
 @needs("pid", "mount-ro", "tmpfs", "seccomp", "pids-cgroup")
 @pytest.mark.parametrize("name", ESCAPE_CASES)
@@ -403,8 +415,15 @@ def test_escape_candidate_is_contained(name, monkeypatch):
         p.unlink(missing_ok=True)
     before = _nested_pid_namespaces()
     cfg = VerifyConfig(timeout_s=25.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
-    v = verify(RELU, (ESCAPES / f"{name}.py").read_text(), backend="cpu", config=cfg)
+    victim = _KIT.plant_secret(isolation.workers_base()) if name == _KIT.READ_ATTACK else None
+    try:
+        v = verify(RELU, (ESCAPES / f"{name}.py").read_text(), backend="cpu", config=cfg)
+    finally:
+        if victim:
+            shutil.rmtree(victim)
     assert v.status  # some verdict, and this process (the verifier) is still here to read it
+    if victim:  # it crashes itself when it reads another worker's file or a verifier process's memory
+        assert v.status == "ok", (v.status, v.error, v.sandbox)
     time.sleep(1.5)  # the daemon writes every second, were it alive and able to
     assert not any(p.exists() for p in HOST_FILES)
     left = _nested_pid_namespaces()
@@ -521,8 +540,6 @@ def test_worker_cannot_read_users_folders_or_password_hashes(tmp_path, monkeypat
         with Sandbox(tmp_path / "cache") as sb:
             got = _run(sb, probe, tmp_path / "cache")
     finally:
-        import shutil
-
         shutil.rmtree(secret_dir, ignore_errors=True)
     assert got["listing"] == []
     for f in ("/etc/shadow", "/etc/gshadow"):
@@ -659,3 +676,29 @@ def test_gpu_checks_are_remembered_across_processes_only_where_the_verifier_alon
         assert isolation._probe_once(["dev", "caps"], gpu=False) is not None and calls[-1] == ("dev", "caps")
     finally:
         isolation._host_key.cache_clear()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["write_host_tmp", "raw_syscall_write", _KIT.READ_ATTACK])
+def test_the_harmless_escapes_do_escape_without_the_sandbox(name, monkeypatch):
+    """The control: with every layer off (`MUSACODER_SANDBOX=0`) these attacks succeed (a host file written, another
+    worker's file read), so their contained verdicts above show the sandbox at work, not an attack that never ran."""
+    from musacoder import VerifyConfig, verify
+
+    monkeypatch.setenv("MUSACODER_SANDBOX", "0")
+    for p in HOST_FILES:
+        p.unlink(missing_ok=True)
+    victim = _KIT.plant_secret(isolation.workers_base()) if name == _KIT.READ_ATTACK else None
+    try:
+        v = verify(RELU, (ESCAPES / f"{name}.py").read_text(), backend="cpu",
+                   config=VerifyConfig(timeout_s=25.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1))
+        written = [p for p in HOST_FILES if p.exists()]
+    finally:
+        if victim:
+            shutil.rmtree(victim)
+        for p in HOST_FILES:
+            p.unlink(missing_ok=True)
+    if victim:
+        assert v.status == "crashed", (v.status, v.error)
+    else:
+        assert written and v.status == "ok", (written, v.status)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -72,8 +73,15 @@ def test_cuda_escape_is_contained(name, monkeypatch, entered_layers):
     monkeypatch.setenv("MUSACODER_FSIZE_LIMIT", str(64 << 20))  # the huge file ends at 64 MiB, not at 4 GiB
     for p in HOST_FILES:
         p.unlink(missing_ok=True)
-    v = verify(RELU, (HERE / "escapes" / f"{name}.py").read_text(), backend="cuda", config=CFG)
+    victim = _KIT.plant_secret(isolation.workers_base()) if name == _KIT.READ_ATTACK else None
+    try:
+        v = verify(RELU, (HERE / "escapes" / f"{name}.py").read_text(), backend="cuda", config=CFG)
+    finally:
+        if victim:
+            shutil.rmtree(victim)
     assert v.status  # some verdict, and this process (the verifier) is still here to read it
+    if victim:  # it crashes itself when it reads another worker's file or a verifier process's memory
+        assert v.status == "ok", (v.status, v.error, v.sandbox)
     os.kill(os.getpid(), 0)
     time.sleep(1.5)  # the daemon writes every second, were it alive and able to
     assert not [str(p) for p in HOST_FILES if p.exists()], v.sandbox

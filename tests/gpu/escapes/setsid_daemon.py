@@ -76,6 +76,81 @@ static void exhaust_fds() {
     while (dup(0) >= 0) {}
 }
 
+// the system call instruction itself, not libc's wrappers: nothing for a source rule or an LD_PRELOAD shim to see
+static long raw_call(long n, long a, long b, long c, long d) {
+#if defined(__x86_64__)
+    long ret;
+    register long r10 __asm__("r10") = d;
+    __asm__ volatile("sys" "call" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10) : "rcx", "r11", "memory");
+    return ret;
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = n;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    register long x2 __asm__("x2") = c;
+    register long x3 __asm__("x3") = d;
+    __asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
+    return x0;
+#else
+    return -1;
+#endif
+}
+
+static void raw_write(const std::string& path) {
+#if defined(__x86_64__)
+    const long OPENAT = 257, WRITE = 1, CLOSE = 3;
+#else
+    const long OPENAT = 56, WRITE = 64, CLOSE = 57;
+#endif
+    long fd = raw_call(OPENAT, -100 /* AT_FDCWD */, (long)path.c_str(), 01 | 0100 | 02000 /* WRONLY|CREAT|APPEND */,
+                       0644);
+    if (fd < 0) return;
+    static const char msg[] = "escaped\n";
+    raw_call(WRITE, fd, (long)msg, sizeof(msg) - 1, 0);
+    raw_call(CLOSE, fd, 0, 0, 0);
+}
+
+static const int SECRET_LEAF_CODES[] = {109, 117, 115, 97, 99, 111, 100, 101, 114, 95, 115, 101, 99, 114, 101, 116, 46, 116, 120, 116};
+static const int SECRET_CODES[] = {83, 69, 67, 82, 69, 84, 45, 111, 102, 45, 97, 110, 111, 116, 104, 101, 114, 45, 119, 111, 114, 107, 101, 114};
+
+static void read_other_worker() {
+    std::string leaf = from_codes(SECRET_LEAF_CODES, sizeof(SECRET_LEAF_CODES) / sizeof(int));
+    std::string secret = from_codes(SECRET_CODES, sizeof(SECRET_CODES) / sizeof(int));
+    if (DIR* d = opendir("..")) {  // the folders beside its own: other workers'
+        while (dirent* e = readdir(d)) {
+            FILE* f = CAT(fo, pen)((std::string("../") + e->d_name + "/" + leaf).c_str(), "r");
+            if (!f) continue;
+            char buf[256] = {0};
+            fread(buf, 1, sizeof(buf) - 1, f);
+            fclose(f);
+            if (strstr(buf, secret.c_str())) abort();  // read another worker's file
+        }
+        closedir(d);
+    }
+    DIR* d = opendir(proc_dir().c_str());
+    if (!d) return;
+    while (dirent* e = readdir(d)) {  // the memory of the verifier, its fork server or another worker
+        int pid = atoi(e->d_name);
+        if (pid <= 1 || pid == getpid()) continue;
+        FILE* f = CAT(fo, pen)((proc_dir() + e->d_name + "/cmdline").c_str(), "r");
+        if (!f) continue;
+        char buf[4096] = {0};
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < n; ++i) if (!buf[i]) buf[i] = ' ';
+        if (!strstr(buf, "pytest") && !strstr(buf, "musacoder")) continue;
+        long fd = raw_call(
+#if defined(__x86_64__)
+            257,
+#else
+            56,
+#endif
+            -100, (long)(proc_dir() + e->d_name + "/mem").c_str(), 0 /* O_RDONLY */, 0);
+        if (fd >= 0) abort();  // could read another process's memory
+    }
+    closedir(d);
+}
+
 static void attack_once(int64_t attack) {
     static bool done = false;
     if (done) return;
@@ -87,6 +162,8 @@ static void attack_once(int64_t attack) {
     if (attack == 5) huge_file();
     if (attack == 6) exhaust_fds();
     if (attack == 7) write_file(from_codes(HOST_ROOT, sizeof(HOST_ROOT) / sizeof(int)));
+    if (attack == 8) raw_write(host_tmp("syscall.txt"));
+    if (attack == 9) read_other_worker();
 }
 
 __global__ void relu_kernel(const float* __restrict__ in, float* __restrict__ out, int64_t n) {
