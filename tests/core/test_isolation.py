@@ -702,3 +702,77 @@ def test_the_harmless_escapes_do_escape_without_the_sandbox(name, monkeypatch):
         assert v.status == "crashed", (v.status, v.error)
     else:
         assert written and v.status == "ok", (written, v.status)
+
+
+@needs("uid")
+def test_a_finished_build_is_sealed_against_other_worker_uids(tmp_path):
+    """Workers running as uids of their own share one build cache. What one built must not be changed by another (a
+    policy sampling a group of candidates could otherwise sabotage its siblings' builds, or plant a binary that a
+    later verification of the same sources loads): finished entries are sealed by the trusted side, while new
+    entries, and unfinished ones a killed worker left, stay open to every worker."""
+    cache = tmp_path / "cache"
+    key, unfinished = "ab" + "0" * 62, "ab" + "1" * 62
+    entry, other = cache / "ext" / "ab" / key, cache / "ext" / "ab" / unfinished
+    host_file = tmp_path / "host.txt"
+    host_file.write_text("host")
+    host_file.chmod(0o600)
+    builder = ("import json, os\n"
+               f"e, o = {str(entry)!r}, {str(other)!r}\n"
+               "os.makedirs(e + '/fast', exist_ok=True); os.makedirs(o, exist_ok=True)\n"
+               "open(e + '/fast/mc_ext.so', 'w').write('binary'); os.chmod(e + '/fast/mc_ext.so', 0o777)\n"
+               "open(e + '/done', 'w').write(e + '/fast')\n"
+               f"os.symlink({str(host_file)!r}, e + '/link')\n"
+               "open(o + '/partial.o', 'w').write('half')\n"
+               "json.dump({'uid': os.getuid()}, open('probe.json', 'w'))\n")
+    attacker = ("import json, os\n"
+                f"e, o = {str(entry)!r}, {str(other)!r}\n"
+                "def tried(f):\n    try:\n        f(); return True\n    except OSError:\n        return False\n"
+                "got = {'uid': os.getuid(),\n"
+                "       'overwrite': tried(lambda: open(e + '/fast/mc_ext.so', 'w').write('evil')),\n"
+                "       'add': tried(lambda: open(e + '/fast/extra.so', 'w').write('evil')),\n"
+                "       'done': tried(lambda: open(e + '/done', 'w').write('/elsewhere')),\n"
+                "       'rename': tried(lambda: os.rename(e, e + '.old')),\n"
+                "       'remove': tried(lambda: os.unlink(e + '/done')),\n"
+                "       'chmod': tried(lambda: os.chmod(e, 0o777)),\n"
+                "       'resume': tried(lambda: open(o + '/partial.o', 'a').write('rest')),\n"
+                "       'new': tried(lambda: os.makedirs(os.path.dirname(e) + '/' + 'c' * 64))}\n"
+                "json.dump(got, open('probe.json', 'w'))\n")
+    with Sandbox(cache) as sb:
+        assert "uid" in sb.layers
+        first = _run(sb, builder, cache)
+        layers = sb.layers
+    assert isolation.seal_builds(cache, [key, unfinished, "../../" + "0" * 58, None], layers) == [str(entry)]
+    assert all(p.stat().st_uid == os.getuid() and not p.stat().st_mode & 0o022 and not p.stat().st_mode & 0o6000
+               for p in [entry, *entry.rglob("*")] if not p.is_symlink())
+    assert host_file.stat().st_mode & 0o777 == 0o600  # the link's target is left alone
+    with Sandbox(cache) as sb:
+        got = _run(sb, attacker, cache)
+    assert got["uid"] != first["uid"] and got["uid"] != 0
+    assert got == {"uid": got["uid"], "overwrite": False, "add": False, "done": False, "rename": False,
+                   "remove": False, "chmod": False, "resume": True, "new": True}
+    assert (entry / "fast" / "mc_ext.so").read_text() == "binary"
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="sealing gives entries to the verifier's user: root only")
+def test_opening_a_cache_to_worker_uids_seals_what_was_built_before(tmp_path):
+    """A cache filled before sealing existed (or by workers of another verifier) has finished entries every worker
+    uid may change: opening it for `uid` workers seals them, and makes the folders where entries are added 1777."""
+    cache = tmp_path / "cache"
+    old = cache / "ext" / "cd" / ("cd" + "2" * 62)
+    (old / "fast").mkdir(parents=True)
+    (old / "fast" / "mc_ext.so").write_text("binary")
+    (old / "done").write_text(str(old / "fast"))
+    for p in (old, old / "fast", old / "fast" / "mc_ext.so", old / "done"):
+        os.chown(p, 12345, 12345)
+        p.chmod(0o777)
+    isolation._open_cache.cache_clear()
+    try:
+        isolation.open_cache(cache)
+    finally:
+        isolation._open_cache.cache_clear()
+    for folder in (cache, cache / "ext", cache / "ext" / "00", cache / "ext" / "ff"):
+        assert folder.stat().st_mode & 0o7777 == 0o1777, folder
+    for p in (old, old / "fast", old / "fast" / "mc_ext.so", old / "done"):
+        st = p.stat()
+        assert st.st_uid == 0 and not st.st_mode & 0o022, (p, oct(st.st_mode))
+    assert (cache / "triton").stat().st_mode & 0o777 == 0o777

@@ -22,7 +22,8 @@ The layers (names as reported in a verdict's `sandbox` field):
   folder, in a range no host account uses), with no supplementary groups, umask 0 and `RLIMIT_NPROC` (which the
   kernel does not apply to uid 0) at `UID_NPROC_LIMIT`: a fork bomb is bounded without a pids cgroup, it cannot signal
   or read `/proc` of the verifier or another worker, and files only the verifier's user may read are closed to it.
-  Its folder is given to it; the build cache is opened to every worker (`open_cache`). Entered only where every folder
+  Its folder is given to it; every worker may add to the build cache, and finished entries are sealed against all
+  (`open_cache`, `seal_builds`). Entered only where every folder
   it needs is still reachable as that uid (GPU workers too: CUDA IPC between a worker and the verifier under
   different uids works, `tests/gpu/test_ipc_memory.py`); `MUSACODER_WORKER_UID=0` keeps the verifier's uid.
 - `caps`: every capability dropped (bounding set included) and `no_new_privs` set; the build's compilers inherit none.
@@ -584,22 +585,112 @@ def _become_worker_uid(cwd: str, writable: list[str]) -> None:
 
 
 def open_cache(cache_dir: Path) -> None:
-    """Let every worker uid write the build cache: folders 0777 and files 0666 (execute bits kept). Done once per
-    cache folder and process, by the trusted side, when workers enter the `uid` layer."""
+    """Lay the build cache out for workers running as uids of their own (the `uid` layer). Done once per cache folder
+    and process, by the trusted side. Workers may add new entries but not change finished ones: the cache folder,
+    `ext/` and its 256 key-prefix folders are 1777 (anyone may add, only the owner may rename or remove, as in /tmp),
+    and every finished entry (`done` or `error.log` in it) is sealed (`seal_entry`). The Triton and torch extension
+    caches stay writable by all."""
     _open_cache(str(cache_dir))
 
 
 @functools.lru_cache(maxsize=None)
 def _open_cache(root: str) -> None:
-    if not os.path.isdir(root):
-        os.makedirs(root, exist_ok=True)
-    share_tree(root)
+    ext = os.path.join(root, "ext")
+    for sub in ("triton", "torch_extensions"):
+        os.makedirs(os.path.join(root, sub), exist_ok=True)
+        share_tree(os.path.join(root, sub))
+    prefixes = [os.path.join(ext, f"{i:02x}") for i in range(256)]
+    for folder in (root, ext, *prefixes):
+        os.makedirs(folder, exist_ok=True)
+        _sticky(folder)
+    for prefix in prefixes:
+        with os.scandir(prefix) as it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False) and _finished(e.path) and not _sealed(e):
+                    seal_entry(e.path)
+
+
+def _sticky(folder: str) -> None:
+    try:
+        st = os.lstat(folder)
+        if not os.path.islink(folder) and st.st_mode & 0o7777 != 0o1777:
+            os.chmod(folder, 0o1777)
+    except OSError:
+        pass
+
+
+def _sealed(e: os.DirEntry) -> bool:
+    """Sealed before (`seal_entry` seals the folder first, then what is in it, and then no worker can add to it)."""
+    st = e.stat(follow_symlinks=False)
+    return st.st_uid == os.getuid() and st.st_mode & 0o7777 == 0o755
+
+
+def _finished(entry: str) -> bool:
+    return os.path.lexists(os.path.join(entry, "done")) or os.path.lexists(os.path.join(entry, "error.log"))
+
+
+_KEY_CHARS = frozenset("0123456789abcdef")
+
+
+def seal_builds(cache_dir: Path, keys, layers) -> list[str]:
+    """After a worker built (or failed to build) `keys`, before its candidate runs further: seal those finished cache
+    entries (`seal_entry`) so no other worker uid can change what a later verification of the same sources loads.
+    Only where the worker ran as a uid of its own (`uid` in `layers`); the keys come from the worker, so anything but
+    a 64-digit hex key is ignored. Returns the entries sealed."""
+    if "uid" not in layers or os.getuid() != 0:
+        return []
+    sealed = []
+    for key in dict.fromkeys(keys):
+        if not (isinstance(key, str) and len(key) == 64 and set(key) <= _KEY_CHARS):
+            continue
+        entry = os.path.join(str(cache_dir), "ext", key[:2], key)
+        if os.path.isdir(entry) and not os.path.islink(entry) and _finished(entry):
+            seal_entry(entry)
+            sealed.append(entry)
+    return sealed
+
+
+def seal_entry(entry: str | Path) -> None:
+    """Give a cache entry and everything in it to the verifier's user, writable by no one else (folders 0755, files
+    without group and other write). Top-down, each node through a descriptor opened without following links, so a
+    worker cannot swap in a link to elsewhere; a file with more than one link (a hard link to something outside) is
+    left alone."""
+    uid, gid = os.getuid(), os.getgid()
+
+    def seal(path: str, is_dir: bool) -> None:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_DIRECTORY if is_dir else 0)
+        try:
+            fd = os.open(path, flags)
+        except OSError:
+            return  # a link, or gone
+        try:
+            st = os.fstat(fd)
+            if not is_dir and st.st_nlink != 1:
+                return
+            os.fchown(fd, uid, gid)
+            os.fchmod(fd, 0o755 if is_dir else st.st_mode & 0o7755 & ~0o6000)
+            if is_dir:
+                with os.scandir(fd) as it:
+                    children = [(c.name, c.is_dir(follow_symlinks=False), c.is_symlink()) for c in it]
+                for name, child_is_dir, is_link in children:
+                    if is_link:
+                        try:
+                            os.lchown(os.path.join(path, name), uid, gid)
+                        except OSError:
+                            pass
+                    else:
+                        seal(os.path.join(path, name), child_is_dir)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    seal(str(entry), True)
 
 
 def share_tree(root: str | Path) -> None:
     """Make `root` and everything under it writable by every worker uid (folders 0777, files 0666, execute bits kept):
-    for what the trusted side itself puts in a build cache that workers use (e.g. builds installed from another
-    node)."""
+    for the caches the `uid` layer leaves open to all (Triton's, torch's extensions folder)."""
     for folder, dirs, files in os.walk(str(root)):
         share_path(folder)
         for f in files:

@@ -122,7 +122,7 @@ def install_builds(cache_dir: Path, bundle: bytes) -> list[str]:
     are left alone). Takes the cache's own per-key lock, so workers building the same key here wait for it."""
     import fcntl
 
-    from musacoder.judge.isolation import share_path, share_tree
+    from musacoder.judge.isolation import open_cache, seal_entry
 
     installed = []
     with tarfile.open(fileobj=io.BytesIO(bundle), mode="r") as tar:
@@ -153,9 +153,10 @@ def install_builds(cache_dir: Path, bundle: bytes) -> list[str]:
                 if rel is not None:  # the marker last: an entry is usable only once it is whole
                     (entry / "done").write_text(str((entry / rel).resolve()))
                 installed.append(key)
-            share_tree(entry.parent)  # workers running as uids of their own (the `uid` layer) reuse and rebuild it
-    if members:
-        share_path(Path(cache_dir) / "ext")
+                if os.getuid() == 0:  # workers running as uids of their own (the `uid` layer) load it, none changes it
+                    seal_entry(entry)
+    if members and os.getuid() == 0:
+        open_cache(Path(cache_dir))  # and may add entries of their own beside it
     return installed
 
 
