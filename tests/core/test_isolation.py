@@ -435,9 +435,13 @@ def test_escape_candidate_is_contained(name, monkeypatch):
 def test_pool_verifies_a_normal_candidate_after_the_escapes():
     from musacoder import VerifyConfig, verify
 
-    v = verify(RELU, (REPO / "examples" / "candidates" / "relu_cpu.py").read_text(), backend="cpu",
-               config=VerifyConfig(timeout_s=60.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1))
+    cfg = VerifyConfig(timeout_s=60.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
+    v = verify(RELU, (REPO / "examples" / "candidates" / "relu_cpu.py").read_text(), backend="cpu", config=cfg)
     assert v.status == "ok", v.feedback
+    if "uid" in v.sandbox:  # every finished build in the cache (the escape kit's, this one's) is sealed
+        entries = [e for e in (Path(cfg.cache_dir) / "ext").glob("*/*") if e.is_dir() and (e / "done").exists()]
+        assert entries and all(e.stat().st_uid == os.getuid() and e.stat().st_mode & 0o7777 == 0o755
+                               for e in entries), [(e, oct(e.stat().st_mode), e.stat().st_uid) for e in entries]
 
 
 def test_strict_mode_names_what_is_missing():
@@ -741,7 +745,10 @@ def test_a_finished_build_is_sealed_against_other_worker_uids(tmp_path):
         assert "uid" in sb.layers
         first = _run(sb, builder, cache)
         layers = sb.layers
-    assert isolation.seal_builds(cache, [key, unfinished, "../../" + "0" * 58, None], layers) == [str(entry)]
+    # only the uid that made an entry gets it sealed by naming it, and only a well-formed key
+    assert isolation.seal_builds(cache, [key], layers, first["uid"] + 1) == []
+    assert isolation.seal_builds(cache, [key, unfinished, "../../" + "0" * 58, None], layers,
+                                 first["uid"]) == [str(entry)]
     assert all(p.stat().st_uid == os.getuid() and not p.stat().st_mode & 0o022 and not p.stat().st_mode & 0o6000
                for p in [entry, *entry.rglob("*")] if not p.is_symlink())
     assert host_file.stat().st_mode & 0o777 == 0o600  # the link's target is left alone

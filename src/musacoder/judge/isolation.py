@@ -632,11 +632,13 @@ def _finished(entry: str) -> bool:
 _KEY_CHARS = frozenset("0123456789abcdef")
 
 
-def seal_builds(cache_dir: Path, keys, layers) -> list[str]:
+def seal_builds(cache_dir: Path, keys, layers, builder_uid: int) -> list[str]:
     """After a worker built (or failed to build) `keys`, before its candidate runs further: seal those finished cache
     entries (`seal_entry`) so no other worker uid can change what a later verification of the same sources loads.
-    Only where the worker ran as a uid of its own (`uid` in `layers`); the keys come from the worker, so anything but
-    a 64-digit hex key is ignored. Returns the entries sealed."""
+    Only where the worker ran as a uid of its own (`uid` in `layers`, `builder_uid`). The keys come from the worker:
+    anything but a 64-digit hex key is ignored, and only entries that uid made are sealed (a worker naming another's
+    unfinished entry, after planting a `done` in it, must not get it sealed under the builder). Returns the entries
+    sealed."""
     if "uid" not in layers or os.getuid() != 0:
         return []
     sealed = []
@@ -644,7 +646,11 @@ def seal_builds(cache_dir: Path, keys, layers) -> list[str]:
         if not (isinstance(key, str) and len(key) == 64 and set(key) <= _KEY_CHARS):
             continue
         entry = os.path.join(str(cache_dir), "ext", key[:2], key)
-        if os.path.isdir(entry) and not os.path.islink(entry) and _finished(entry):
+        try:
+            st = os.lstat(entry)
+        except OSError:
+            continue
+        if st.st_uid == builder_uid and os.path.isdir(entry) and not os.path.islink(entry) and _finished(entry):
             seal_entry(entry)
             sealed.append(entry)
     return sealed
