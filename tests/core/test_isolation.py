@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -38,9 +39,11 @@ def _run(sb: Sandbox, code: str, cache: Path) -> dict:
 
 
 def _nested_pid_namespaces() -> dict[str, list[str]]:
-    """The PID namespaces, other than ours, that some process on the host is in, with those processes' command
-    lines."""
+    """The PID namespaces, other than ours, that some process of this checkout is in (its command line names this
+    checkout or its Python: workers, their compilers and whatever they fork; not another checkout's verifier running
+    on the same host), with those processes' command lines."""
     ours = os.readlink("/proc/self/ns/pid")
+    mine = (str(REPO), sys.executable)
     found: dict[str, list[str]] = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -48,7 +51,7 @@ def _nested_pid_namespaces() -> dict[str, list[str]]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if ns != ours:
+        if ns != ours and any(m in cmd for m in mine):
             found.setdefault(ns, []).append(f"{pid}: {cmd[:80]}")
     return found
 

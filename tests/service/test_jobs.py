@@ -54,6 +54,10 @@ def test_late_verdict_fills_the_cache_and_stop_answers_waiting_jobs():
     gate = threading.Event()
     q = JobQueue(FakeVerifier(gate=gate), workers=1)
     running, _ = q.submit(spec("r"))
+    deadline = time.monotonic() + 10
+    while q.running < 1 and time.monotonic() < deadline:  # taken by the worker thread, not still pending (a job
+        time.sleep(0.01)  # still pending at stop is answered "shutdown", which a loaded machine made of this one)
+    assert q.running == 1
     waiting, _ = q.submit(spec("w"))
     threading.Timer(0.2, gate.set).start()
     q.stop()
