@@ -16,8 +16,9 @@
 #   STEPS="data golden" DATA_COUNT=560   (stage 1 of the data pipeline runs on the host's cores beside the golden step)
 #   STEPS=service WORKERS=14 SVC_MB=64 (twice, the machine kept warm); STEPS=rft RFT_MB=64; STEPS=musa MUSA_MB=64
 #   (issues 17, 18 and 19)
-#   STEPS="tests sandboxcost" T_PRE=90 T_TEST=250 T_SBX=200 SBX_LIMIT=16   (issue 16; run `musacoder doctor` first: on a
-#   host without PID namespaces and pids cgroups the escape suite skips its fork bomb, which took such a machine down)
+#   STEPS=doctor; STEPS=tests GPU_TESTS=tests/gpu/test_sandbox_escapes.py T_PRE=90 T_TEST=220;
+#   STEPS=sandboxcost T_SBX=340 SBX_LIMIT=16 SBX_ROUNDS=2   (issue 16; the escape suite runs its fork bomb only where a
+#   normal candidate's verdict shows a process bound: with GPU workers at uid 0 it took this host down)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
