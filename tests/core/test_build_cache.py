@@ -65,3 +65,53 @@ def test_key_ignores_name_and_build_dir_but_not_flags():
     assert build_key({**base, "extra_cflags": ["-O3"]}, "cpu") != build_key(base, "cpu")
     assert build_key(base, "cpu") != build_key(base, "cuda")
     assert fast_attempts({**base, "no_implicit_headers": True}) == []
+
+
+def test_a_cached_library_is_found_under_the_name_torch_gave_it(tmp_path):
+    """torch names each further variant built under one name in a process `<name>_v<N>`: a build the light headers
+    did not compile is `<name>_v1.so`, and the cache must import that, not rebuild it."""
+    from musacoder.build.cache import library_name
+
+    (tmp_path / "mc_ext_ab_v1.so").write_bytes(b"")
+    (tmp_path / "mc_ext_abc.so").write_bytes(b"")  # another name that merely starts alike
+    assert library_name(tmp_path, "mc_ext_ab") == "mc_ext_ab_v1"
+    assert library_name(tmp_path, "mc_ext_abc") == "mc_ext_abc"
+    assert library_name(tmp_path / "nothing", "mc_ext_ab") == "mc_ext_ab"
+
+
+def test_a_cached_fallback_variant_is_imported_not_rebuilt(tmp_path, monkeypatch):
+    """The light headers fail, the next variant builds as `<name>_v1` (torch's versioner): a later process finds the
+    entry done and imports that library by its real name instead of building again."""
+    import torch.utils.cpp_extension as cpp_ext
+
+    calls = []
+
+    def real(name, build_directory, verbose, **kw):  # the first variant fails; torch renames each further one
+        calls.append(build_directory)
+        if len(calls) == 1:
+            raise RuntimeError("Error building extension: lite headers lack something")
+        lib = f"{name}_v{len(calls) - 1}"
+        open(f"{build_directory}/{lib}.so", "wb").close()
+        m = types.ModuleType(lib)
+        m.__file__ = f"{build_directory}/{lib}.so"
+        m.f = lambda x: x + 1
+        return m
+
+    imported = []
+
+    def fake_import(name, path, is_python_module):
+        import os
+
+        assert os.path.exists(os.path.join(path, f"{name}.so")), (name, path)
+        imported.append(name)
+        m = types.ModuleType(name)
+        m.f = lambda x: x + 1
+        return m
+
+    monkeypatch.setattr(cpp_ext, "_import_module_from_library", fake_import)
+    make_cached_load_inline(real, tmp_path, "cpu", BuildRecord())("n", "int f(int x);", functions=["f"])
+    assert len(calls) == 2
+    rec = BuildRecord()
+    mod = make_cached_load_inline(real, tmp_path, "cpu", rec)("n", "int f(int x);", functions=["f"])
+    assert mod.f(1) == 2 and len(calls) == 2  # no build the second time
+    assert imported and imported[-1].endswith("_v1") and rec.builds[-1]["cached"] is True

@@ -786,3 +786,22 @@ def test_opening_a_cache_to_worker_uids_seals_what_was_built_before(tmp_path):
         st = p.stat()
         assert st.st_uid == 0 and not st.st_mode & 0o022, (p, oct(st.st_mode))
     assert (cache / "triton").stat().st_mode & 0o777 == 0o777
+
+
+@pytest.mark.slow
+def test_a_build_of_a_fallback_header_variant_is_loaded_from_the_cache():
+    """The escape kit does not compile with the light headers (the first try) but with the next variant, whose library
+    torch names `<name>_v1`: a second verification of it must load the cached library (a cache that looked for the
+    plain name rebuilt it for every verification, 45 s each, once finished entries became read-only)."""
+    from musacoder import VerifyConfig, verify
+
+    cfg = VerifyConfig(timeout_s=60.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
+    code = (ESCAPES / "write_host_tmp.py").read_text()
+    try:
+        first = verify(RELU, code, backend="cpu", config=cfg)
+        again = verify(RELU, code, backend="cpu", config=cfg)
+    finally:
+        for p in HOST_FILES:
+            p.unlink(missing_ok=True)
+    assert first.status == again.status == "ok", (first.error, again.error)
+    assert again.build_cached is True and again.build_s < 5, again.build_s

@@ -206,6 +206,15 @@ def _wrap_module(module, functions, record: BuildRecord, ext_name: str):
     return proxy
 
 
+def library_name(folder: Path, ext_name: str) -> str:
+    """The module name of the extension library built in `folder`: `ext_name`, or `ext_name_v<N>` when torch's
+    versioner renamed it (it does for each further variant built under one name in a process, so a build that the
+    light headers did not compile carries `_v1`)."""
+    names = sorted(p.name[: -len(".so")] for p in folder.glob(f"{ext_name}*.so"))
+    exact = [n for n in names if n == ext_name or re.fullmatch(re.escape(ext_name) + r"_v\d+", n)]
+    return exact[0] if len(exact) == 1 else ext_name
+
+
 def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, record: BuildRecord):
     """Return the `load_inline` replacement installed in a candidate worker."""
     cache_root = Path(cache_dir) / "ext"
@@ -239,7 +248,8 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
                 try:
                     from torch.utils.cpp_extension import _import_module_from_library
 
-                    module = _import_module_from_library(ext_name, done.read_text() or str(build_dir), True)
+                    where = done.read_text() or str(build_dir)
+                    module = _import_module_from_library(library_name(Path(where), ext_name), where, True)
                 except Exception:  # noqa: BLE001 - fall back to a normal (no-op) build
                     module = None
             cached = module is not None
