@@ -1,5 +1,6 @@
 """The cached builder's contract, with a stand-in for torch's load_inline (no compiler needed)."""
 
+import os
 import types
 
 import pytest
@@ -115,3 +116,27 @@ def test_a_cached_fallback_variant_is_imported_not_rebuilt(tmp_path, monkeypatch
     mod = make_cached_load_inline(real, tmp_path, "cpu", rec)("n", "int f(int x);", functions=["f"])
     assert mod.f(1) == 2 and len(calls) == 2  # no build the second time
     assert imported and imported[-1].endswith("_v1") and rec.builds[-1]["cached"] is True
+
+
+def test_batons_a_killed_build_left_in_variant_folders_are_cleared(tmp_path):
+    """torch's `load_inline` waits, without end, for a `lock` file in its build folder to go: one left in a header
+    variant's folder by a worker killed mid-build must not hold every later build of that key until its timeout."""
+    calls = []
+    load = make_cached_load_inline(fake_loader(calls, fail_on=lambda kw: True), tmp_path / "a", "cpu", BuildRecord())
+    with pytest.raises(BuildError):
+        load("n", "int f(int x);", functions=["f"])
+    entry = next(p for p in (tmp_path / "a" / "ext").glob("*/*") if p.is_dir())
+    (entry / "error.log").unlink()  # as if the build had been killed instead of failing
+    for label in ("lite", "slim"):
+        (entry / label / "lock").write_text("")
+    seen = []
+
+    def real(name, build_directory, verbose, **kw):
+        seen.append(os.path.exists(os.path.join(build_directory, "lock")))
+        m = types.ModuleType(name)
+        m.__file__ = f"{build_directory}/{name}.so"
+        m.f = lambda x: x + 1
+        return m
+
+    make_cached_load_inline(real, tmp_path / "a", "cpu", BuildRecord())("n", "int f(int x);", functions=["f"])
+    assert seen == [False]

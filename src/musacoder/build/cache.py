@@ -260,9 +260,10 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
                 build_dir.mkdir(parents=True, exist_ok=True)
                 failed, done = build_dir / "error.log", build_dir / "done"
             if module is None:
-                stale = build_dir / "lock"  # torch's own baton, left behind if a worker was killed mid-build
-                if stale.exists():
-                    stale.unlink()
+                # torch's own batons (the entry's and each header variant's), left behind by a worker killed
+                # mid-build: under our lock nobody else builds this key, and torch would wait on one forever
+                for stale in [build_dir / "lock", *build_dir.glob("*/lock")]:
+                    stale.unlink(missing_ok=True)
                 try:
                     module = None
                     attempts = fast_attempts(kwargs) if os.environ.get("MUSACODER_FAST_BUILD", "1") != "0" else []
