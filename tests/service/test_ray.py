@@ -62,6 +62,13 @@ def test_bundle_keeps_a_cached_compile_failure_and_refuses_paths_out(tmp_path):
     assert install_builds(node, buf.getvalue()) == [KEY]
     assert (node / "ext" / KEY[:2] / KEY / "error.log").read_text().startswith("Error building extension")
     assert not list(node.rglob("evil.so"))
+    # the keys pack_builds gets come from a worker's reply: one naming a folder elsewhere packs nothing
+    outside = tmp_path / "secret"
+    outside.mkdir()
+    (outside / "error.log").write_text("not a build")
+    traversal = "../secret"  # CACHE/ext/../../secret: the folder beside the cache
+    with tarfile.open(fileobj=io.BytesIO(pack_builds(tmp_path / "builder", [traversal]))) as tar:
+        assert tar.getnames() == []
 
 
 def test_serve_ray_without_ray_exits_2(monkeypatch):

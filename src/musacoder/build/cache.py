@@ -173,6 +173,20 @@ def build_key(kwargs: dict, backend: str) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
+def entry_dir(cache_dir: Path, key: str) -> Path:
+    """Where the build of `key` lives: `CACHE/ext/<key[:2]>/<key>/`."""
+    return Path(cache_dir) / "ext" / key[:2] / key
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def is_build_key(key) -> bool:
+    """Whether `key` is one `build_key` could have made (64 hex digits): keys a worker reports or a bundle names are
+    checked with this before they become paths."""
+    return isinstance(key, str) and len(key) == 64 and set(key) <= _HEX
+
+
 def _wrap_module(module, functions, record: BuildRecord, ext_name: str):
     """A proxy of the extension whose exported functions count calls and open a profiler range."""
     import torch
@@ -217,7 +231,6 @@ def library_name(folder: Path, ext_name: str) -> str:
 
 def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, record: BuildRecord):
     """Return the `load_inline` replacement installed in a candidate worker."""
-    cache_root = Path(cache_dir) / "ext"
 
     def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, **kwargs):
         kwargs = dict(kwargs)
@@ -230,7 +243,7 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
             kwargs["extra_ldflags"] = list(kwargs.get("extra_ldflags") or []) + ldflags
         key = build_key(kwargs, backend)
         ext_name = f"mc_ext_{key[:20]}"  # independent of the candidate's chosen name: same sources, one build
-        build_dir = cache_root / key[:2] / key
+        build_dir = entry_dir(cache_dir, key)
         build_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         # read-only is enough for flock, so a lock file another uid made (another worker, or the trusted side

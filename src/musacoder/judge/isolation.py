@@ -629,9 +629,6 @@ def _finished(entry: str) -> bool:
     return os.path.lexists(os.path.join(entry, "done")) or os.path.lexists(os.path.join(entry, "error.log"))
 
 
-_KEY_CHARS = frozenset("0123456789abcdef")
-
-
 def seal_builds(cache_dir: Path, keys, layers, builder_uid: int) -> list[str]:
     """After a worker built (or failed to build) `keys`, before its candidate runs further: seal those finished cache
     entries (`seal_entry`) so no other worker uid can change what a later verification of the same sources loads.
@@ -641,11 +638,13 @@ def seal_builds(cache_dir: Path, keys, layers, builder_uid: int) -> list[str]:
     sealed."""
     if "uid" not in layers or os.getuid() != 0:
         return []
+    from musacoder.build.cache import entry_dir, is_build_key
+
     sealed = []
     for key in dict.fromkeys(keys):
-        if not (isinstance(key, str) and len(key) == 64 and set(key) <= _KEY_CHARS):
+        if not is_build_key(key):
             continue
-        entry = os.path.join(str(cache_dir), "ext", key[:2], key)
+        entry = str(entry_dir(cache_dir, key))
         try:
             st = os.lstat(entry)
         except OSError:

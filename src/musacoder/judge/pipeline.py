@@ -368,9 +368,6 @@ class _Run:
             self.v.stages["build"] = "error"
             self.v.error = f"the candidate's worker sent a malformed reply to `load` ({e})"
             raise _Stop("crashed") from None
-        # what it built is sealed before its candidate runs on: no worker uid changes a finished cache entry
-        isolation.seal_builds(self.cfg.cache_dir, [b.get("key") for b in got.builds if isinstance(b, dict)],
-                              sb.layers, isolation.worker_uid(str(sb.workdir)))
         if isinstance(got, Fault):
             self.v.build_s = sum(x for b in got.builds if isinstance(x := b.get("seconds"), (int, float)))
             if got.kind == "runtime_error" and got.where == "import":

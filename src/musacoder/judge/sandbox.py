@@ -314,7 +314,13 @@ class Sandbox:
             protocol.send(self.to_worker, msg)
         except (BrokenPipeError, OSError):
             raise WorkerDied(self.proc.poll(), self.log_tail()) from None
-        return self._reply(timeout_s, msg.get("op"))
+        reply = self._reply(timeout_s, msg.get("op"))
+        if msg.get("op") == "load" and isinstance(reply, dict) and isinstance(reply.get("builds"), list):
+            # what it built is sealed before its candidate runs on: no worker uid changes a finished cache entry
+            isolation.seal_builds(msg.get("cache_dir") or self.cache_dir,
+                                  [b.get("key") for b in reply["builds"] if isinstance(b, dict)], self.layers,
+                                  isolation.worker_uid(str(self.workdir)))
+        return reply
 
     def _reply(self, timeout_s: float, op) -> dict:
         assert self.proc is not None

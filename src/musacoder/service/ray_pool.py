@@ -45,6 +45,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from musacoder.build.cache import entry_dir, is_build_key
 from musacoder.config import VerifyConfig
 from musacoder.records import Task, Verdict
 
@@ -94,7 +95,9 @@ def pack_builds(cache_dir: Path, keys: list[str]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for key in dict.fromkeys(keys):
-            entry = Path(cache_dir) / "ext" / key[:2] / key
+            if not is_build_key(key):  # the keys come from the worker's reply
+                continue
+            entry = entry_dir(cache_dir, key)
             if not entry.is_dir():
                 continue
             done = entry / "done"
@@ -129,11 +132,11 @@ def install_builds(cache_dir: Path, bundle: bytes) -> list[str]:
         members: dict[str, list[tarfile.TarInfo]] = {}
         for m in tar.getmembers():
             key, _, rest = m.name.partition("/")
-            if len(key) != 64 or not all(c in "0123456789abcdef" for c in key) or not rest or not m.isfile():
+            if not is_build_key(key) or not rest or not m.isfile():
                 continue
             members.setdefault(key, []).append(m)
         for key, files in members.items():
-            entry = Path(cache_dir) / "ext" / key[:2] / key
+            entry = entry_dir(cache_dir, key)
             entry.mkdir(parents=True, exist_ok=True)
             with open(entry.parent / f"{key}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
