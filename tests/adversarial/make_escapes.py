@@ -7,6 +7,10 @@ the sandbox stands in the way. The attack is chosen by an argument, so every can
 build. Run `python tests/adversarial/make_escapes.py` after editing; the generated files are committed.
 """
 
+import contextlib
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -18,20 +22,34 @@ HOST_TMP_LEAVES = ("host_tmp.txt", "daemon.txt", "syscall.txt")
 HOST_FILES = tuple(HOST_TMP_PREFIX + leaf for leaf in HOST_TMP_LEAVES) + (HOST_ROOT_FILE,)  # none may ever appear
 # `read_other_worker` looks for this file in every folder beside its own (where the verifier keeps its workers'
 # folders) and for any /proc/PID/mem of a verifier process it can open; it crashes itself if it finds either, so a
-# contained one ends `ok`. Tests plant the file with `plant_secret` first.
+# contained one ends `ok`. Tests plant the file with `secret_for` first.
 SECRET_LEAF = "musacoder_secret.txt"
 SECRET_TEXT = "SECRET-of-another-worker"
 READ_ATTACK = "read_other_worker"
 
 
-def plant_secret(workers_base: Path) -> Path:
-    """A folder beside the workers' own, as another worker's (mode 0700, the verifier's user), holding the secret;
-    the caller removes it."""
-    import tempfile
-
+@contextlib.contextmanager
+def secret_for(name: str, workers_base: Path):
+    """For `read_other_worker`, a folder beside the workers' own, as another worker's (mode 0700, the verifier's
+    user), holding the secret while the block runs; yields whether one was planted (a contained read then ends `ok`)."""
+    if name != READ_ATTACK:
+        yield False
+        return
     victim = Path(tempfile.mkdtemp(prefix="cand-victim-", dir=workers_base))
-    (victim / SECRET_LEAF).write_text(SECRET_TEXT)
-    return victim
+    try:
+        (victim / SECRET_LEAF).write_text(SECRET_TEXT)
+        yield True
+    finally:
+        shutil.rmtree(victim)
+
+
+def unsealed_builds(cache_dir: Path) -> list[str]:
+    """Finished builds in the cache (`done` in them) that are not sealed (the verifier's user, 0755); raises if there
+    are none, since the check would then prove nothing."""
+    entries = [e for e in (Path(cache_dir) / "ext").glob("*/*") if e.is_dir() and (e / "done").exists()]
+    assert entries, f"no finished build in {cache_dir}"
+    return [f"{e} {oct(e.stat().st_mode)} uid {e.stat().st_uid}" for e in entries
+            if not (e.stat().st_uid == os.getuid() and e.stat().st_mode & 0o7777 == 0o755)]
 
 
 def codes(text: str) -> str:
