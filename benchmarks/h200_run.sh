@@ -39,9 +39,8 @@ has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
 
 if ! ldconfig -p | grep -q libseccomp.so.2 && ls .deb/libseccomp2_*.deb >/dev/null 2>&1; then  # the seccomp layer's library
   dpkg -x .deb/libseccomp2_*.deb / && ldconfig; fi
-if has doctor; then python3 -m musacoder.cli doctor 2>&1 | tee "$OUT/doctor.txt" | tail -25; fi
+if has doctor || has smoke; then python3 -m musacoder.cli doctor 2>&1 | tee "$OUT/doctor.txt" | tail -25; fi
 if has smoke; then  # one legitimate CUDA candidate end to end; stop here if the GPU path is broken
-  python3 -m musacoder.cli doctor > "$OUT/doctor.txt" 2>&1; cat "$OUT/doctor.txt"
   timeout ${T_SMOKE:-150} python3 -m musacoder.cli verify --task examples/tasks/relu.py \
     --candidate examples/candidates/relu_cuda.py --backend cuda --json > "$OUT/smoke.json" 2> "$OUT/smoke.log"
   python3 -c "import json,sys; v=json.load(open('$OUT/smoke.json')); print('smoke', v['status'], v.get('speedup'), v.get('stage_s'), v.get('error'), v.get('violations'), v.get('flags'), v.get('sandbox')); sys.exit(v['status']!='ok')" \

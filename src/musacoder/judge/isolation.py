@@ -1006,6 +1006,7 @@ def _probe_once(layers, gpu: bool) -> tuple[dict, str | None, str]:
     needs a dozen before its first worker starts."""
     if not gpu:
         return _probe_once_now(layers, gpu)
+
     def checked():  # what a later process may reuse: the layers entered and skipped, not this run's cgroup
         report, gpu_result, err = _probe_once_now(layers, gpu)
         return {k: report[k] for k in ("layers", "skipped") if k in report}, gpu_result, err
