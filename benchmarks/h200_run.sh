@@ -14,7 +14,8 @@
 #   STEPS="smoke golden" T_GOLD=430 GOLD_ORDER=.kb/order.txt   (the golden set at full size; the log of earlier calls
 #   carried in .kb/golden.cold.jsonl is resumed, ids in the order file one per line)
 #   STEPS="data golden" DATA_COUNT=560   (stage 1 of the data pipeline runs on the host's cores beside the golden step)
-#   STEPS=service WORKERS=14 SVC_MB=64 (twice, the machine kept warm); STEPS=rft RFT_MB=64; STEPS=musa MUSA_MB=64
+#   STEPS=service WORKERS=14 SVC_MB=64 (twice, the machine kept warm); STEPS=rft RFT_MB=64;
+#   STEPS=musa MUSA_MB=64 MUSA_ARGS=--no-timing (rft and musa reuse the service step's build cache when it is there)
 #   (issues 17, 18 and 19)
 #   STEPS=doctor; STEPS=tests GPU_TESTS=tests/gpu/test_sandbox_escapes.py T_PRE=90 T_TEST=220;
 #   STEPS=sandboxcost T_SBX=340 SBX_LIMIT=16 SBX_ROUNDS=2   (issue 16; the escape suite runs its fork bomb only where a
@@ -168,6 +169,7 @@ fi
 if has musa; then  # issue 19: every golden CUDA candidate ported to MUSA and run back on CUDA through the shim
   # (shrunk to MUSA_MB; verdicts logged to /tmp/musa_rt.jsonl as they come, resumed from .kb/musa_rt.jsonl when carried)
   [ -f .kb/musa_rt.jsonl ] && cp .kb/musa_rt.jsonl /tmp/
+  [ -d /tmp/svb/cache ] && export MUSACODER_CACHE_DIR=/tmp/svb/cache  # the originals' builds, from the service step
   timeout ${T_MUSA:-560} python3 benchmarks/musa_roundtrip.py --kernelbench-dir "$KB" --max-input-mb ${MUSA_MB:-64} \
     --workers ${WORKERS:-14} --log /tmp/musa_rt.jsonl --json "$OUT/musa_roundtrip.json" ${MUSA_ARGS:-} \
     > "$OUT/musa_roundtrip.log" 2>&1
@@ -177,6 +179,7 @@ fi
 if has rft; then  # issue 18: an RFT pool for the golden set's tasks, every sample verified on the cuda backend (tasks
   # shrunk to RFT_MB); resumed from .kb/rft_golden when carried; the run folder comes back in rft_run.tgz
   [ -d .kb/rft_golden ] && cp -r .kb/rft_golden /tmp/
+  [ -d /tmp/svb/cache ] && export MUSACODER_CACHE_DIR=/tmp/svb/cache  # the golden builds, from the service step
   timeout ${T_RFT:-560} python3 benchmarks/rft_golden.py --backend cuda --kernelbench-dir "$KB" --max-input-mb ${RFT_MB:-64} \
     --workers ${WORKERS:-14} --out /tmp/rft_golden > "$OUT/rft.log" 2>&1
   tar czf "$OUT/rft_run.tgz" -C /tmp/rft_golden run tasks responses summary.json 2>/dev/null

@@ -9,11 +9,12 @@ For every candidate under --candidates (default `benchmarks/candidates/cuda/leve
 3. on a GPU (skipped with --dry-run, and automatically without CUDA), verify the original with MooreEval's `cuda`
    backend and the port with its `musa` backend running on the CUDA shim (`MUSACODER_MUSA_SHIM=cuda`: `torch_musa`,
    `torch.musa` and the `musa` device stand in through `musacoder.port.shim`, the ported C++ compiles through the
-   shim header); both verdicts must agree (status and correctness).
+   shim header); both verdicts must agree (status and correctness). `--no-timing` skips both sides' timing stage
+   (the agreement asked for is on status and correctness, which the timing stage does not decide).
 
 Prints a table and writes JSON:
     python benchmarks/musa_roundtrip.py --kernelbench-dir .kb --json musa_roundtrip.json [--max-input-mb 256]
-        [--only 'level1/19_*'] [--limit N] [--workers 8] [--log verdicts.jsonl] [--compile] [--dry-run]
+        [--only 'level1/19_*'] [--limit N] [--workers 8] [--log verdicts.jsonl] [--compile] [--dry-run] [--no-timing]
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def _verify_all(items: list, a) -> None:
     """Verify each original (`cuda`) and its port (`musa` on the CUDA shim) with `--workers` verifications in flight;
     verdicts are appended to `--log` as they come and a rerun skips the ones already there."""
     from musacoder.judge.batch import VerifyJob, verify_many
+    from musacoder.config import VerifyConfig
     from musacoder.tasks import load_task
 
     sys.path.insert(0, str(HERE))
@@ -63,7 +65,7 @@ def _verify_all(items: list, a) -> None:
             jid = f"{row['candidate']}#{backend}"
             if jid not in done:
                 jobs.append(VerifyJob(jid, task, code, backend, over))
-    for job, v in verify_many(jobs, workers=a.workers):
+    for job, v in verify_many(jobs, workers=a.workers, config=VerifyConfig(time_candidate=not a.no_timing)):
         done[job.id] = v
         append_log(a.log, job.id, v)
         print(f"  {job.id:60s} {v.status:12s} wall {v.wall_s:6.1f}s", flush=True)
@@ -86,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="first N candidates only (0: all)")
     ap.add_argument("--workers", type=int, default=8, help="verifications in flight (GPU)")
     ap.add_argument("--log", type=Path, default=None, help="append each verdict to this JSONL; a rerun resumes it")
+    ap.add_argument("--no-timing", action="store_true", help="skip the timing stage on both sides")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
 
@@ -139,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| {n} | {complete} | {compiled if a.compile else 'not run'} | {same if not dry else 'not run (dry)'} |")
     if a.json:
         a.json.write_text(json.dumps({"dry_run": dry, "compile": a.compile, "max_input_mb": a.max_input_mb,
+                                      "timing": not a.no_timing,
                                       "summary": {"candidates": n, "port_complete": complete, "compiled": compiled,
                                                   "same_verdict": same}, "rows": rows}, indent=1))
     ok = complete == n and (not a.compile or compiled == n) and (dry or same == n)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -113,6 +114,9 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=None, help="working folder kept between phases (default: a new one)")
     ap.add_argument("--phases", default="batch,service", help="batch, service or both (comma-separated)")
     a = ap.parse_args()
+    # stopped by `timeout` (SIGTERM): unwind, so the server and a running verify-batch are stopped, not left behind
+    # holding the GPU and host memory for the next step
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     phases = {x.strip() for x in a.phases.split(",") if x.strip()}
     if not phases or phases - {"batch", "service"}:
         raise SystemExit(f"--phases: expected batch, service or both, got {a.phases!r}")

@@ -126,7 +126,7 @@ class Verdict(BaseModel):
     # verification's own only when it ran alone, e.g. `verify-batch --workers 1`)
     trusted_mem_gb: float | None = None
     # isolation layers the candidate's worker ran in (musacoder.judge.isolation: net, ipc, pid, mount-ro, tmpfs, dev,
-    # caps, seccomp, rlimits, pids-cgroup); empty when no worker started
+    # caps, seccomp, rlimits, pids-cgroup, memory-cgroup); empty when no worker started
     sandbox: list[str] = Field(default_factory=list)
     memory_estimate_gb: dict[str, float] | None = None  # the admission estimate per side ("worker", "trusted"), GiB
     build_s: float | None = None  # seconds spent importing the candidate (its builds, or cache hits)

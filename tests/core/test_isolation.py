@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from musacoder.config import VerifyConfig
 from musacoder.judge import isolation
-from musacoder.judge.sandbox import Sandbox
+from musacoder.judge.pipeline import verify
+from musacoder.judge.sandbox import Sandbox, WorkerDied
+from musacoder.tasks import load_task
 
 REPO = Path(__file__).resolve().parents[2]
 ESCAPES = REPO / "tests" / "adversarial" / "escapes"
@@ -361,7 +364,7 @@ def test_setsid_daemon_and_fork_bomb_do_not_outlive_the_worker(tmp_path):
         ns = os.readlink(f"/proc/{sb.proc.pid}/ns/pid")
         _run(sb, probe, tmp_path / "cache")
         time.sleep(1.0)
-        cgroup = Path(sb._cgroup)
+        cgroup = Path(sb._cgroups[0])
         assert int((cgroup / "pids.current").read_text()) <= isolation.PIDS_LIMIT
     time.sleep(0.2)
     assert ns not in _nested_pid_namespaces()
@@ -797,3 +800,28 @@ def test_a_build_of_a_fallback_header_variant_is_loaded_from_the_cache():
             p.unlink(missing_ok=True)
     assert first.status == again.status == "ok", (first.error, again.error)
     assert again.build_cached is True and again.build_s < 5, again.build_s
+
+
+@needs("memory-cgroup")
+def test_a_worker_over_its_memory_limit_is_killed_by_the_kernel_and_the_verdict_says_so(tmp_path, monkeypatch):
+    """The memory cgroup caps the worker's host memory: a candidate that touches 2 GiB under a 768 MB cap is killed
+    by the kernel (not the host, not the verifier), the verdict names the limit, its cgroups are removed, and the
+    next candidate is verified as usual."""
+    monkeypatch.setenv("MUSACODER_WORKER_MEMORY_MB", "768")
+    hog = tmp_path / "hog.py"
+    relu = (REPO / "examples" / "candidates" / "relu_cpu.py").read_text()
+    hog.write_text("HOLD = b'x' * 2**31  # 2 GiB, every page written\n" + relu)  # otherwise a legal native kernel
+    with Sandbox(tmp_path / "cache") as sb:
+        assert "memory-cgroup" in sb.layers, sb.layers
+        groups = list(sb._cgroups)
+        assert any((Path(g) / name).exists() for g in groups for name in ("memory.max", "memory.limit_in_bytes"))
+        with pytest.raises(WorkerDied) as died:
+            sb.request({"op": "load", "code": hog.read_text(), "backend": "cpu", "device": "cpu",
+                        "cache_dir": str(tmp_path / "cache"), "task_source": None}, 120)
+        assert "host memory limit of 768 MB" in died.value.log_tail
+    assert not any(Path(g).exists() for g in groups)
+    v = verify(load_task(RELU), hog.read_text(), backend="cpu",
+               config=VerifyConfig(trials=1, time_candidate=False))
+    assert v.status != "ok" and "host memory limit of 768 MB" in (v.error or ""), (v.status, v.error)
+    ok = verify(load_task(RELU), relu, backend="cpu", config=VerifyConfig(trials=1, time_candidate=False))
+    assert ok.status == "ok", ok.error

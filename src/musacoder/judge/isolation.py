@@ -38,6 +38,10 @@ The layers (names as reported in a verdict's `sandbox` field):
   highest OOM score, so the kernel's OOM killer takes workers first.
 - `pids-cgroup`: a pids cgroup of its own (cgroup v2, or the v1 `pids` hierarchy) capping its tasks, so a fork bomb
   cannot exhaust the host's process ids; removed by the trusted side after the worker ends.
+- `memory-cgroup`: a memory cgroup of its own (the same v2 group, or one in the v1 `memory` hierarchy) capping the host
+  memory of the worker and everything it starts at `worker_memory_mb()` (swap included where the kernel accounts it):
+  past it the kernel kills the worker, not the host, and the verdict says so (`oom_kills`). GPU workers cannot use
+  `RLIMIT_AS` (the driver reserves terabytes of address space), so on a GPU host this is the bound on host memory.
 
 Environment (set by the trusted side, `musacoder.judge.sandbox`): `MUSACODER_SANDBOX` is the comma-separated list of
 layers to enter (empty or unset: none), `MUSACODER_SANDBOX_WRITABLE` the folders bound back writable,
@@ -66,12 +70,30 @@ from pathlib import Path
 
 REPORT = ".musacoder-sandbox.json"
 WORKER_LAYERS = ("pid", "mount-ro", "tmpfs", "dev", "uid", "caps", "landlock", "seccomp", "rlimits",
-                 "pids-cgroup")
+                 "pids-cgroup", "memory-cgroup")
 PREFIX_LAYERS = {"--net": "net", "--ipc": "ipc"}
 
 NOFILE_LIMIT = int(os.environ.get("MUSACODER_NOFILE_LIMIT", "4096"))
 NPROC_LIMIT = int(os.environ.get("MUSACODER_NPROC_LIMIT", "8192"))
 PIDS_LIMIT = int(os.environ.get("MUSACODER_PIDS_LIMIT", "1024"))
+
+
+def _default_worker_memory_mb() -> int:
+    """Half the host's memory, at least 4 GiB: one worker holds the largest KernelBench task's inputs on the host
+    (several GB each at the task files' own sizes) and cannot take the host down alone."""
+    try:
+        total_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                        if line.startswith("MemTotal:"))
+    except (OSError, StopIteration, ValueError):
+        return 16 * 1024
+    return max(4096, total_kb // 1024 // 2)
+
+
+def worker_memory_mb() -> int:
+    """The `memory-cgroup` layer's cap on one worker's host memory: `MUSACODER_WORKER_MEMORY_MB`, read when a worker
+    starts (a fork server's children get their own environment), else `_default_worker_memory_mb`."""
+    value = os.environ.get("MUSACODER_WORKER_MEMORY_MB", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else _default_worker_memory_mb()
 CPU_LIMIT_S = int(os.environ.get("MUSACODER_CPU_LIMIT_S", str(6 * 3600)))  # the wall-clock deadlines come first
 TMPFS_SIZE = os.environ.get("MUSACODER_TMPFS_SIZE", "1g")
 UID_BASE = int(os.environ.get("MUSACODER_WORKER_UID_BASE", "1900000000"))  # the `uid` layer's range: BASE + [0, SPAN)
@@ -357,7 +379,7 @@ def enter_worker() -> list[str]:
     hide = [p for p in os.environ.get("MUSACODER_SANDBOX_HIDE", "").split(os.pathsep) if p]
     active: list[str] = []
     skipped: dict[str, str] = {}
-    cgroup = None
+    cgroups: list[str] = []
     own_pid_ns = os.getpid() == 1
     if "pid" in wanted:
         (active.append("pid") if own_pid_ns else skipped.setdefault("pid", "not the init of a PID namespace"))
@@ -371,11 +393,17 @@ def enter_worker() -> list[str]:
         except Exception as e:  # noqa: BLE001 - a layer the host does not permit is skipped and reported
             skipped[layer] = f"{type(e).__name__}: {e}"
 
-    def cgroup_layer():
-        nonlocal cgroup
-        cgroup = _join_pids_cgroup(f"musacoder-{Path(cwd).name}")
+    def cgroup_layer(controller: str, limits: dict[str, str]):
+        group = _join_cgroup(f"musacoder-{Path(cwd).name}", controller, limits)
+        if group not in cgroups:
+            cgroups.append(group)
 
-    attempt("pids-cgroup", cgroup_layer)  # before the mounts turn /sys/fs/cgroup read-only
+    # before the mounts turn /sys/fs/cgroup read-only
+    attempt("pids-cgroup", lambda: cgroup_layer("pids", {"pids.max": str(PIDS_LIMIT)}))
+    memory = str(worker_memory_mb() << 20)
+    attempt("memory-cgroup", lambda: cgroup_layer("memory", {"memory.max": memory, "memory.swap.max": "0",
+                                                             "memory.limit_in_bytes": memory,
+                                                             "memory.memsw.limit_in_bytes": memory}))
     attempt("rlimits", _set_rlimits)  # before the mounts turn /proc read-only (the OOM score is written there)
     if {"mount-ro", "tmpfs", "dev"} & set(wanted):
         try:
@@ -390,7 +418,8 @@ def enter_worker() -> list[str]:
     attempt("caps", _drop_capabilities)
     attempt("landlock", lambda: _restrict_writes(writable, private_tmp="tmpfs" in active, private_dev="dev" in active))
     attempt("seccomp", lambda: _install_seccomp(confine_signals=not own_pid_ns))
-    report = {"layers": [layer for layer in WORKER_LAYERS if layer in active], "skipped": skipped, "cgroup": cgroup}
+    report = {"layers": [layer for layer in WORKER_LAYERS if layer in active], "skipped": skipped,
+              "cgroups": cgroups}
     with open(os.path.join(cwd, REPORT), "w") as f:
         json.dump(report, f)
     return report["layers"]
@@ -850,37 +879,71 @@ def _install_seccomp(confine_signals: bool) -> None:
     f.load()
 
 
-def _pids_cgroup_parent() -> Path:
-    """The folder under which this process may make a pids cgroup: its own cgroup, in cgroup v2 or in the v1 `pids`
-    hierarchy."""
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def _join_cgroup(name: str, controller: str, limits: dict[str, str]) -> str:
+    """Move this process into the cgroup `name` for `controller` and write `limits` (file -> value; files the
+    hierarchy lacks are skipped, at least one must exist); returns the group's path. In cgroup v2 one group holds
+    every controller: a second call finds this process already in `name` and adds its controller there. In v1 each
+    controller has its own hierarchy, and its own group."""
     lines = Path("/proc/self/cgroup").read_text().splitlines()
-    root = Path("/sys/fs/cgroup")
-    if (root / "cgroup.controllers").exists():  # pure v2
-        own = next(line.split(":", 2)[2] for line in lines if line.startswith("0::"))
-        parent = root / own.lstrip("/")
-        if "pids" not in (parent / "cgroup.subtree_control").read_text().split():
-            (parent / "cgroup.subtree_control").write_text("+pids")
-        return parent
-    for line in lines:
-        _, controllers, own = line.split(":", 2)
-        if "pids" in controllers.split(","):
-            for mount_point in (root / "pids", root / controllers):
-                if (mount_point / "cgroup.procs").exists():
-                    return mount_point / own.lstrip("/")
-    raise OSError(errno.ENOENT, "no pids cgroup controller mounted")
-
-
-def _join_pids_cgroup(name: str) -> str:
-    parent = _pids_cgroup_parent()
+    if (CGROUP_ROOT / "cgroup.controllers").exists():  # pure v2
+        own = CGROUP_ROOT / next(line.split(":", 2)[2] for line in lines if line.startswith("0::")).lstrip("/")
+        parent = own.parent if own.name == name else own
+    else:
+        parent = None
+        for line in lines:
+            _, controllers, own_path = line.split(":", 2)
+            if controller in controllers.split(","):
+                mount = next((m for m in (CGROUP_ROOT / controller, CGROUP_ROOT / controllers)
+                              if (m / "cgroup.procs").exists()), None)
+                if mount is not None:
+                    parent = mount / own_path.lstrip("/")
+                    break
+        if parent is None:
+            raise OSError(errno.ENOENT, f"no {controller} cgroup controller mounted")
+    if (parent / "cgroup.subtree_control").exists() and \
+            controller not in (parent / "cgroup.subtree_control").read_text().split():
+        (parent / "cgroup.subtree_control").write_text(f"+{controller}")
     group = parent / name
-    group.mkdir()
+    made = not group.is_dir()
+    if made:
+        group.mkdir()
     try:
-        (group / "pids.max").write_text(str(PIDS_LIMIT))
+        present = [f for f in limits if (group / f).exists()]
+        if not any(f.startswith(controller + ".") for f in present):
+            raise OSError(errno.ENOENT, f"the {controller} controller is not enabled in {group}")
+        for f in present:
+            try:
+                (group / f).write_text(limits[f])
+            except OSError:
+                if f in ("memory.swap.max", "memory.memsw.limit_in_bytes"):  # swap: accounted on some kernels only
+                    continue
+                raise
         (group / "cgroup.procs").write_text("0")
     except OSError:
-        group.rmdir()
+        if made:
+            group.rmdir()
         raise
     return str(group)
+
+
+def oom_kills(paths) -> int:
+    """How many processes the kernel killed for going over the memory limit of these cgroups (a worker's report's
+    `cgroups`): v2 `memory.events`, v1 `memory.oom_control`; 0 where neither is readable."""
+    n = 0
+    for path in paths or []:
+        for f in ("memory.events", "memory.oom_control"):
+            try:
+                text = (Path(path) / f).read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit():
+                    n += int(value)
+    return n
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -931,8 +994,13 @@ def read_report(workdir: Path) -> dict:
     return report if isinstance(report, dict) else {}
 
 
+def release_cgroups(paths, timeout_s: float = 120.0) -> bool:
+    """Remove a worker's cgroups (its report's `cgroups`) after it was killed; whether all are gone."""
+    return all([release_cgroup(p, timeout_s) for p in paths or []])
+
+
 def release_cgroup(path: str | None, timeout_s: float = 120.0) -> bool:
-    """Remove a worker's pids cgroup after the worker was killed, waiting (at most `timeout_s`) until the kernel has
+    """Remove a worker's cgroup after the worker was killed, waiting (at most `timeout_s`) until the kernel has
     reaped every task left in it: it refuses to remove a cgroup that is not empty, so a removed cgroup means that
     nothing of the worker survived. A thousand forked children of a worker that imported torch take about 10 s to
     die on two cores. Returns whether it is gone."""
@@ -1026,7 +1094,7 @@ def _probe_once_now(layers, gpu: bool) -> tuple[dict, str | None, str]:
                              capture_output=True, text=True, timeout=60)
         err = run.stderr[-500:]
         report = read_report(scratch)
-        release_cgroup(report.get("cgroup"))
+        release_cgroups(report.get("cgroups"))
         if gpu:
             try:
                 gpu_result = json.loads((scratch / GPU_REPORT).read_text())
@@ -1120,11 +1188,13 @@ def layers() -> list[str]:
 
 
 ALL_LAYERS = tuple(PREFIX_LAYERS.values()) + WORKER_LAYERS
-# What `--require-sandbox` asks for: every layer but the pids cgroup, which hosts with an undelegated cgroup v2 lack
-# (the PID namespace still kills everything left at the end; the cgroup only caps a fork bomb while it runs);
+# What `--require-sandbox` asks for: every layer but the cgroups, which hosts with an undelegated cgroup v2 lack
+# (the PID namespace still kills everything left at the end; the pids cgroup only caps a fork bomb while it runs, and
+# without the memory cgroup the worker's highest OOM score still makes it the kernel's first choice);
 # Landlock, which kernels before 5.13 and many that build it without enabling it at boot lack (`mount-ro` keeps the
 # host's files read-only where it is active); and `uid`, which has nothing to do where the verifier is not root.
-STRICT_LAYERS = tuple(layer for layer in ALL_LAYERS if layer not in ("pids-cgroup", "landlock", "uid"))
+STRICT_LAYERS = tuple(layer for layer in ALL_LAYERS
+                      if layer not in ("pids-cgroup", "memory-cgroup", "landlock", "uid"))
 
 
 def missing(active, required=STRICT_LAYERS) -> list[str]:
@@ -1164,6 +1234,8 @@ def doctor() -> str:
         if "uid" not in active:
             lines.append("  note: workers keep uid 0, which is exempt from RLIMIT_NPROC; without a pids cgroup a fork "
                          "bomb there is bounded only by the deadline and the PID namespace's kill")
+    if "memory-cgroup" in active:
+        lines.append(f"  each worker's host memory is capped at {worker_memory_mb()} MB (MUSACODER_WORKER_MEMORY_MB)")
     if p.get("gpu") is not None:
         lines.append(f"  GPU inside the layers: {p['gpu']}")
     lines.append(f"  layers: {', '.join(layer for layer in ALL_LAYERS if layer in active) or 'none'}")

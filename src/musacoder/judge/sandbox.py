@@ -110,7 +110,7 @@ class _Started:
 
     def discard(self) -> None:
         kill_group(self.proc)
-        isolation.release_cgroup(isolation.read_report(self.workdir).get("cgroup"))
+        isolation.release_cgroups(isolation.read_report(self.workdir).get("cgroups"))
         for fd in (self.to_worker, self.from_worker):
             try:
                 os.close(fd)
@@ -245,7 +245,7 @@ class Sandbox:
         self.ready_wait_s = 0.0  # seconds __enter__ waited for a ready worker
         self.start_report: dict[str, float] = {}  # the worker's own start, part by part (seconds; it says so itself)
         self.layers: list[str] = []  # the isolation layers the worker entered (`musacoder.judge.isolation`)
-        self._cgroup: str | None = None
+        self._cgroups: list[str] = []
         self._said_ready = False
 
     def __enter__(self) -> "Sandbox":
@@ -301,7 +301,7 @@ class Sandbox:
         # written by the worker before it said ready, so before any candidate code existed in it
         entered = isolation.read_report(self.workdir)
         self._said_ready = True
-        self._cgroup = entered.get("cgroup")
+        self._cgroups = list(entered.get("cgroups") or [])
         prefix = isolation.server_prefix() if isinstance(self.proc, forkserver.ForkedProcess) else \
             isolation.worker_prefix()
         self.layers = (isolation.prefix_layers(prefix) if self.isolate_network else []) + \
@@ -313,7 +313,7 @@ class Sandbox:
         try:
             protocol.send(self.to_worker, msg)
         except (BrokenPipeError, OSError):
-            raise WorkerDied(self.proc.poll(), self.log_tail()) from None
+            raise self._died() from None
         reply = self._reply(timeout_s, msg.get("op"))
         if msg.get("op") == "load" and isinstance(reply, dict) and isinstance(reply.get("builds"), list):
             # what it built is sealed before its candidate runs on: no worker uid changes a finished cache entry
@@ -336,7 +336,7 @@ class Sandbox:
                 # it may have written its reply just before exiting
                 ready, _, _ = select.select([self.from_worker], [], [], 0)
                 if not ready:
-                    raise WorkerDied(self.proc.returncode, self.log_tail())
+                    raise self._died()
                 break
         try:
             reply = protocol.recv(self.from_worker, deadline)
@@ -344,7 +344,7 @@ class Sandbox:
             raise WorkerTimeout(f"reply to {op!r} not finished within {timeout_s:.0f} s") from None
         except protocol.ChannelClosed:
             self.proc.wait(timeout=5)
-            raise WorkerDied(self.proc.returncode, self.log_tail()) from None
+            raise self._died() from None
         except Exception as e:  # noqa: BLE001 - an unreadable (e.g. forged) reply
             raise WorkerDied(self.proc.poll(), f"unreadable reply from the worker: {e}") from None
         if not isinstance(reply, dict):
@@ -353,6 +353,14 @@ class Sandbox:
 
     def log_tail(self, n: int = 3000) -> str:
         return file_tail(self.log_path, n)
+
+    def _died(self) -> WorkerDied:
+        """The worker is gone: its exit and last output, and whether the kernel killed it at its memory limit."""
+        tail = self.log_tail()
+        if isolation.oom_kills(self._cgroups):
+            tail += (f"\nThe kernel killed the worker: it went over its host memory limit of "
+                     f"{isolation.worker_memory_mb()} MB (MUSACODER_WORKER_MEMORY_MB).")
+        return WorkerDied(self.proc.poll() if self.proc is not None else None, tail)
 
     def __exit__(self, *exc) -> None:
         self.close()
@@ -363,8 +371,8 @@ class Sandbox:
             # the worker's PID namespace dies with it, but a thousand forked children take seconds to go: the verdict
             # waits for them (the cgroup can only be removed once it is empty)
             if not self._said_ready:  # no candidate code ran in it, so the report is the worker's own
-                self._cgroup = isolation.read_report(self.workdir).get("cgroup")
-            isolation.release_cgroup(self._cgroup)
+                self._cgroups = list(isolation.read_report(self.workdir).get("cgroups") or [])
+            isolation.release_cgroups(self._cgroups)
             self.proc = None
         for fd in (getattr(self, "to_worker", None), getattr(self, "from_worker", None)):
             if fd is not None:
