@@ -98,10 +98,14 @@ def test_worker_cannot_see_or_signal_the_verifier(tmp_path):
 
 
 @needs("mount-ro", "tmpfs")
-def test_worker_writes_only_its_folder_and_the_build_cache(tmp_path):
+def test_worker_writes_only_its_folder_and_reads_the_build_cache(tmp_path):
+    """The build cache is read-only to workers (the build broker writes it), anywhere in it."""
     token = uuid.uuid4().hex
+    (tmp_path / "cache" / "ext" / "ab").mkdir(parents=True)
+    (tmp_path / "cache" / "readme").write_text("cached")
     targets = {"home": str(Path.home() / f"musacoder-{token}"), "repo": str(REPO / f"musacoder-{token}"),
-               "host_tmp": f"/tmp/musacoder-{token}", "own": "own.txt", "cache": str(tmp_path / "cache" / token)}
+               "host_tmp": f"/tmp/musacoder-{token}", "own": "own.txt", "cache": str(tmp_path / "cache" / token),
+               "cache_entry": str(tmp_path / "cache" / "ext" / "ab" / ("ab" + "0" * 62))}
     probe = ("import json\n"
              f"targets = {targets!r}\n"
              "wrote = {}\n"
@@ -119,10 +123,11 @@ def test_worker_writes_only_its_folder_and_the_build_cache(tmp_path):
     home = str(Path.home())
     home_hidden = any(home == h or home.startswith(h + "/") for h in isolation.HIDDEN_FOLDERS)
     home_written = home_hidden and "landlock" not in sb.layers
-    assert got == {"home": home_written, "repo": repo_in_tmp, "host_tmp": True, "own": True, "cache": True}
+    assert got == {"home": home_written, "repo": repo_in_tmp, "host_tmp": True, "own": True, "cache": False,
+                   "cache_entry": False}
+    assert not list((tmp_path / "cache").glob(token)) and not list((tmp_path / "cache" / "ext" / "ab").iterdir())
     for key in ("home", "repo", "host_tmp"):
         assert not Path(targets[key]).exists()
-    assert (tmp_path / "cache" / token).exists()
 
 
 @needs("seccomp", "caps")
@@ -175,9 +180,10 @@ def _only_layers(monkeypatch, worker_layers):
 
 
 @pytest.mark.skipif(isolation.landlock_abi() < 1, reason="this kernel has no Landlock")
-def test_landlock_alone_confines_writes_to_the_workers_folder_and_cache(tmp_path, monkeypatch):
+def test_landlock_alone_confines_writes_to_the_workers_folder(tmp_path, monkeypatch):
     """Without a mount namespace (a host whose GPU driver fails inside `mount-ro`), Landlock still keeps every file
-    outside the worker's folder and the build cache unwritable, and with ABI 6+ the verifier unsignalable."""
+    outside the worker's folder unwritable (the build cache too: the build broker writes it), and with ABI 6+ the
+    verifier unsignalable."""
     _only_layers(monkeypatch, ["landlock", "caps"])
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -203,7 +209,7 @@ def test_landlock_alone_confines_writes_to_the_workers_folder_and_cache(tmp_path
         got = _run(sb, probe, tmp_path / "cache")
     assert got.pop("signal") is (isolation.landlock_abi() < 6)  # a scoped domain cannot signal outside itself
     assert got == {"new": False, "append": False, "remove": False, "rename": False, "mkdir": False, "own": True,
-                   "cache": True, "null": True}
+                   "cache": False, "null": True}
     assert victim.read_text() == "keep" and sorted(p.name for p in outside.iterdir()) == ["existing.txt"]
 
 
@@ -707,11 +713,58 @@ def test_the_harmless_escapes_do_escape_without_the_sandbox(name, monkeypatch):
 
 
 @needs("uid")
-def test_a_finished_build_is_sealed_against_other_worker_uids(tmp_path):
-    """Workers running as uids of their own share one build cache. What one built must not be changed by another (a
-    policy sampling a group of candidates could otherwise sabotage its siblings' builds, or plant a binary that a
-    later verification of the same sources loads): finished entries are sealed by the trusted side, while new
-    entries, and unfinished ones a killed worker left, stay open to every worker."""
+def test_under_the_broker_no_worker_uid_can_add_or_change_a_cache_entry(tmp_path, monkeypatch):
+    """With the `uid` layer but no read-only mounts or Landlock (the H200 host), the cache's folders keep every
+    worker out: none can plant an entry under a key (a later verification of those sources would load it), nor
+    change one the broker installed."""
+    _only_layers(monkeypatch, ["tmpfs", "uid", "caps"])
+    import tempfile
+
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("needs /dev/shm for a cache folder outside the private tmpfs mounts")
+    # outside /tmp and /var/tmp (which the worker gets as private tmpfs, the cache bound back read-only): only the
+    # cache's own folder modes keep workers out, as on a host where the cache lies elsewhere
+    base = Path(tempfile.mkdtemp(prefix="musacoder-test-", dir="/dev/shm"))
+    base.chmod(0o755)
+    try:
+        _no_worker_uid_changes_the_cache(base / "cache")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _no_worker_uid_changes_the_cache(cache: Path) -> None:
+    entry = cache / "ext" / "ab" / ("ab" + "0" * 62)
+    (entry / "lite").mkdir(parents=True)
+    (entry / "lite" / "mc_ext.so").write_text("binary")
+    (entry / "done").write_text(str(entry / "lite"))
+    attacker = ("import json, os\n"
+                f"e = {str(entry)!r}\n"
+                "def tried(f):\n    try:\n        f(); return True\n    except OSError:\n        return False\n"
+                "got = {'uid': os.getuid(),\n"
+                "       'overwrite': tried(lambda: open(e + '/lite/mc_ext.so', 'w').write('evil')),\n"
+                "       'done': tried(lambda: open(e + '/done', 'w').write('/elsewhere')),\n"
+                "       'rename': tried(lambda: os.rename(e, e + '.old')),\n"
+                "       'plant': tried(lambda: os.makedirs(os.path.dirname(e) + '/' + 'ab' + 'c' * 62)),\n"
+                "       'new_prefix': tried(lambda: os.makedirs(os.path.dirname(os.path.dirname(e)) + '/zz')),\n"
+                "       'root': tried(lambda: open(os.path.dirname(os.path.dirname(os.path.dirname(e))) + '/x', 'w'))}\n"
+                "json.dump(got, open('probe.json', 'w'))\n")
+    with Sandbox(cache) as sb:
+        assert "uid" in sb.layers and "mount-ro" not in sb.layers, sb.layers
+        got = _run(sb, attacker, cache)
+    assert got.pop("uid") != 0
+    assert got == {"overwrite": False, "done": False, "rename": False, "plant": False, "new_prefix": False,
+                   "root": False}
+    assert (entry / "lite" / "mc_ext.so").read_text() == "binary"
+
+
+@needs("uid")
+def test_a_finished_build_is_sealed_against_other_worker_uids(tmp_path, monkeypatch):
+    """Without the build broker (`MUSACODER_BUILD_BROKER=0`), workers running as uids of their own build into one
+    shared cache. What one built must not be changed by another (a policy sampling a group of candidates could
+    otherwise sabotage its siblings' builds, or plant a binary that a later verification of the same sources loads):
+    finished entries are sealed by the trusted side, while new entries, and unfinished ones a killed worker left,
+    stay open to every worker."""
+    monkeypatch.setenv("MUSACODER_BUILD_BROKER", "0")
     cache = tmp_path / "cache"
     key, unfinished = "ab" + "0" * 62, "ab" + "1" * 62
     entry, other = cache / "ext" / "ab" / key, cache / "ext" / "ab" / unfinished
@@ -759,9 +812,12 @@ def test_a_finished_build_is_sealed_against_other_worker_uids(tmp_path):
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="sealing gives entries to the verifier's user: root only")
-def test_opening_a_cache_to_worker_uids_seals_what_was_built_before(tmp_path):
+@pytest.mark.parametrize("brokered", [True, False])
+def test_opening_a_cache_to_worker_uids_seals_what_was_built_before(tmp_path, monkeypatch, brokered):
     """A cache filled before sealing existed (or by workers of another verifier) has finished entries every worker
-    uid may change: opening it for `uid` workers seals them, and makes the folders where entries are added 1777."""
+    uid may change: opening it for `uid` workers seals them. Under the build broker its folders become 0755 (only the
+    trusted side adds entries); without it 1777 (workers add entries) with Triton's cache open to all."""
+    monkeypatch.setenv("MUSACODER_BUILD_BROKER", "1" if brokered else "0")
     cache = tmp_path / "cache"
     old = cache / "ext" / "cd" / ("cd" + "2" * 62)
     (old / "fast").mkdir(parents=True)
@@ -776,11 +832,13 @@ def test_opening_a_cache_to_worker_uids_seals_what_was_built_before(tmp_path):
     finally:
         isolation._open_cache.cache_clear()
     for folder in (cache, cache / "ext", cache / "ext" / "00", cache / "ext" / "ff"):
-        assert folder.stat().st_mode & 0o7777 == 0o1777, folder
+        assert folder.stat().st_mode & 0o7777 == (0o755 if brokered else 0o1777), folder
     for p in (old, old / "fast", old / "fast" / "mc_ext.so", old / "done"):
         st = p.stat()
         assert st.st_uid == 0 and not st.st_mode & 0o022, (p, oct(st.st_mode))
-    assert (cache / "triton").stat().st_mode & 0o777 == 0o777
+    assert (cache / "triton").exists() is not brokered
+    if not brokered:
+        assert (cache / "triton").stat().st_mode & 0o777 == 0o777
 
 
 @pytest.mark.slow

@@ -229,8 +229,60 @@ def library_name(folder: Path, ext_name: str) -> str:
     return exact[0] if len(exact) == 1 else ext_name
 
 
-def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, record: BuildRecord):
-    """Return the `load_inline` replacement installed in a candidate worker."""
+def build_into(real_load_inline, kwargs: dict, build_dir: Path, ext_name: str, record: BuildRecord):
+    """Build `kwargs` (a `load_inline` call's, without name, folder or verbosity) in `build_dir` and import it: the
+    lighter-header variants first (`fast_attempts`), then as written. Raises the builder's exception."""
+    # torch's own batons (the entry's and each header variant's), left behind by a builder killed mid-build: whoever
+    # builds here holds the key's lock or owns the folder, and torch would wait on one forever
+    for stale in [build_dir / "lock", *build_dir.glob("*/lock")]:
+        stale.unlink(missing_ok=True)
+    attempts = fast_attempts(kwargs) if os.environ.get("MUSACODER_FAST_BUILD", "1") != "0" else []
+    for label, variant in attempts:
+        (build_dir / label).mkdir(parents=True, exist_ok=True)
+        try:
+            module = real_load_inline(name=ext_name, build_directory=str(build_dir / label), verbose=False, **variant)
+            record.fast_build = label
+            return module
+        except Exception:  # noqa: BLE001 - needs more of the real headers: next variant
+            pass
+    build_dir.mkdir(parents=True, exist_ok=True)
+    return real_load_inline(name=ext_name, build_directory=str(build_dir), verbose=False, **kwargs)
+
+
+def deterministic_failure(log: str) -> bool:
+    """A compiler or linker failure (remembered as the entry's `error.log`), not a build cut short."""
+    return "Error building extension" in log
+
+
+def import_entry(entry: Path, ext_name: str):
+    """The finished build in `entry` imported, or None (not finished, or not importable here). `done` names the folder
+    of the library; it must lie inside the entry, so an entry can only ever load its own files."""
+    done = entry / "done"
+    if not done.is_file():
+        return None
+    try:
+        from torch.utils.cpp_extension import _import_module_from_library
+
+        where = Path(done.read_text() or str(entry))
+        if not where.resolve().is_relative_to(entry.resolve()):
+            return None
+        return _import_module_from_library(library_name(where, ext_name), str(where), True)
+    except Exception:  # noqa: BLE001 - e.g. a library of another toolchain: built again
+        return None
+
+
+def jsonable(kwargs: dict) -> dict:
+    """A `load_inline` call's arguments as plain data (paths and tuples become strings and lists), as `build_key`
+    sees them: what a worker sends the build broker."""
+    return json.loads(json.dumps(kwargs, default=str))
+
+
+def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, record: BuildRecord,
+                            request_build=None):
+    """Return the `load_inline` replacement installed in a candidate worker. With `request_build` (a candidate
+    worker under the trusted side's build broker, `musacoder.build.broker`), a build missing from the cache is asked
+    of the trusted side, which builds it in a separate sandboxed builder and installs it; the worker only reads the
+    cache. Without it (`MUSACODER_BUILD_BROKER=0`, or no trusted side), the worker builds into the cache itself."""
 
     def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, **kwargs):
         kwargs = dict(kwargs)
@@ -241,64 +293,63 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
             includes, ldflags = cuda_build_flags()
             kwargs["extra_include_paths"] = list(kwargs.get("extra_include_paths") or []) + includes
             kwargs["extra_ldflags"] = list(kwargs.get("extra_ldflags") or []) + ldflags
+        if request_build is not None:
+            kwargs = jsonable(kwargs)
         key = build_key(kwargs, backend)
         ext_name = f"mc_ext_{key[:20]}"  # independent of the candidate's chosen name: same sources, one build
+        t0 = time.perf_counter()
+
+        def failed(log: str, cached: bool):
+            record.error_log = log
+            record.builds.append({"name": str(name), "key": key, "cached": cached,
+                                  "seconds": time.perf_counter() - t0, "ok": False})
+            return BuildError(log)
+
+        if request_build is not None:
+            entry = entry_dir(cache_dir, key)
+            module = import_entry(entry, ext_name)
+            cached = module is not None
+            if module is None and (entry / "error.log").is_file():
+                raise failed((entry / "error.log").read_text(), True)
+            if module is None:
+                reply = request_build({"name": str(name), "kwargs": kwargs, "backend": backend})
+                if not isinstance(reply, dict) or reply.get("key") != key:
+                    raise failed(f"the build broker answered for another build: {str(reply)[:300]}", False)
+                if not reply.get("ok"):
+                    raise failed(str(reply.get("log") or "the build failed"), False)
+                record.fast_build = reply.get("fast")
+                module = import_entry(entry, ext_name)
+                if module is None:
+                    raise failed(f"the extension was built but does not import from {entry}", False)
+            record.builds.append({"name": str(name), "key": key, "cached": cached,
+                                  "seconds": time.perf_counter() - t0, "ok": True, "fast": record.fast_build})
+            return _wrap_module(module, functions, record, ext_name)
+
         build_dir = entry_dir(cache_dir, key)
         build_dir.mkdir(parents=True, exist_ok=True)
-        t0 = time.perf_counter()
         # read-only is enough for flock, so a lock file another uid made (another worker, or the trusted side
         # installing a build from another node) locks as well
         with open(os.open(build_dir.parent / f"{key}.lock", os.O_RDONLY | os.O_CREAT, 0o666)) as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            failed = build_dir / "error.log"
-            if failed.exists():
-                record.error_log = failed.read_text()
-                record.builds.append({"name": str(name), "key": key, "cached": True, "seconds": 0.0, "ok": False})
-                raise BuildError(record.error_log)
-            done = build_dir / "done"
-            module = None
-            if done.exists():
-                try:
-                    from torch.utils.cpp_extension import _import_module_from_library
-
-                    where = done.read_text() or str(build_dir)
-                    module = _import_module_from_library(library_name(Path(where), ext_name), where, True)
-                except Exception:  # noqa: BLE001 - fall back to a normal (no-op) build
-                    module = None
+            if (build_dir / "error.log").exists():
+                raise failed((build_dir / "error.log").read_text(), True)
+            module = import_entry(build_dir, ext_name)
             cached = module is not None
+            done = build_dir / "done"
             if module is None and done.exists() and not os.access(build_dir, os.W_OK):
                 # a sealed entry (the `uid` layer: finished entries belong to the verifier) that does not import
                 # here: build privately in the worker's own folder rather than fail a candidate for the cache's state
                 build_dir = Path.cwd() / "mc-build" / key
                 build_dir.mkdir(parents=True, exist_ok=True)
-                failed, done = build_dir / "error.log", build_dir / "done"
+                done = build_dir / "done"
             if module is None:
-                # torch's own batons (the entry's and each header variant's), left behind by a worker killed
-                # mid-build: under our lock nobody else builds this key, and torch would wait on one forever
-                for stale in [build_dir / "lock", *build_dir.glob("*/lock")]:
-                    stale.unlink(missing_ok=True)
                 try:
-                    module = None
-                    attempts = fast_attempts(kwargs) if os.environ.get("MUSACODER_FAST_BUILD", "1") != "0" else []
-                    for label, variant in attempts:
-                        (build_dir / label).mkdir(exist_ok=True)
-                        try:
-                            module = real_load_inline(name=ext_name, build_directory=str(build_dir / label),
-                                                      verbose=False, **variant)
-                            record.fast_build = label
-                            break
-                        except Exception:  # noqa: BLE001 - needs more of the real headers: next variant
-                            module = None
-                    if module is None:
-                        module = real_load_inline(name=ext_name, build_directory=str(build_dir), verbose=False, **kwargs)
+                    module = build_into(real_load_inline, kwargs, build_dir, ext_name, record)
                 except Exception as e:  # noqa: BLE001 - every build failure becomes a compile_error
                     log = str(e) or f"{type(e).__name__} while building"
-                    if "Error building extension" in log:  # a deterministic compiler failure: remember it
-                        failed.write_text(log)
-                    record.error_log = log
-                    record.builds.append({"name": str(name), "key": key, "cached": False,
-                                          "seconds": time.perf_counter() - t0, "ok": False})
-                    raise BuildError(log) from None
+                    if deterministic_failure(log):  # a deterministic compiler failure: remember it
+                        (build_dir / "error.log").write_text(log)
+                    raise failed(log, False) from None
                 done.write_text(str(Path(module.__file__).parent) if getattr(module, "__file__", None) else "")
         record.builds.append({"name": str(name), "key": key, "cached": cached, "seconds": time.perf_counter() - t0,
                               "ok": True, "fast": record.fast_build})

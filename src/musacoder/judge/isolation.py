@@ -13,8 +13,8 @@ The layers (names as reported in a verdict's `sandbox` field):
 - `pid`: the worker is PID 1 of a PID namespace of its own. It sees only its own descendants in a `/proc` of its own,
   cannot see or signal the verifier, the fork server or other workers, and when it dies the kernel kills everything
   left in the namespace (`setsid` daemons included).
-- `mount-ro`: a mount namespace of its own in which every mount is read-only, except the worker's folder and the
-  build cache, bound back writable (builds run in the worker and write there).
+- `mount-ro`: a mount namespace of its own in which every mount is read-only, except the worker's folder, bound back
+  writable (and the build cache, where workers build into it themselves: `MUSACODER_BUILD_BROKER=0`).
 - `tmpfs`: fresh, private tmpfs mounts on `/tmp`, `/var/tmp` and over the folder holding all workers' folders.
 - `dev`: a minimal `/dev` (null, zero, full, random, urandom, tty, fd links, a private `/dev/shm`, and the GPU's device
   nodes); no disks, no `/dev/mem`, no `/dev/kmsg`.
@@ -45,7 +45,8 @@ The layers (names as reported in a verdict's `sandbox` field):
 
 Environment (set by the trusted side, `musacoder.judge.sandbox`): `MUSACODER_SANDBOX` is the comma-separated list of
 layers to enter (empty or unset: none), `MUSACODER_SANDBOX_WRITABLE` the folders bound back writable,
-`MUSACODER_SANDBOX_HIDE` further folders covered by an empty tmpfs. `MUSACODER_SANDBOX=0` in the verifier's own
+`MUSACODER_SANDBOX_READABLE` those bound back read-only (the build cache, which only the trusted side writes:
+`musacoder.build.broker`), `MUSACODER_SANDBOX_HIDE` further folders covered by an empty tmpfs. `MUSACODER_SANDBOX=0` in the verifier's own
 environment turns all of this off.
 """
 
@@ -443,9 +444,11 @@ def _under(path: str, root: str) -> bool:
 
 
 def _needed_paths() -> list[str]:
-    """Folders the worker must still read: Python's prefix and import path, and the folders torch and this package
-    were imported from (they can lie under /tmp, e.g. a checkout and its virtual environment made there)."""
-    found = {sys.prefix, sys.exec_prefix, sys.base_prefix, *[p for p in sys.path if p]}
+    """Folders the worker must still read: Python's prefix and import path, the folders torch and this package
+    were imported from (they can lie under /tmp, e.g. a checkout and its virtual environment made there), and
+    `MUSACODER_SANDBOX_READABLE` (the build cache under the build broker)."""
+    found = {sys.prefix, sys.exec_prefix, sys.base_prefix, *[p for p in sys.path if p],
+             *[p for p in os.environ.get("MUSACODER_SANDBOX_READABLE", "").split(os.pathsep) if p]}
     for name in ("musacoder", "torch"):
         f = getattr(sys.modules.get(name), "__file__", None)
         if f:
@@ -615,23 +618,27 @@ def _become_worker_uid(cwd: str, writable: list[str]) -> None:
 
 def open_cache(cache_dir: Path) -> None:
     """Lay the build cache out for workers running as uids of their own (the `uid` layer). Done once per cache folder
-    and process, by the trusted side. Workers may add new entries but not change finished ones: the cache folder,
-    `ext/` and its 256 key-prefix folders are 1777 (anyone may add, only the owner may rename or remove, as in /tmp),
-    and every finished entry (`done` or `error.log` in it) is sealed (`seal_entry`). The Triton and torch extension
-    caches stay writable by all."""
-    _open_cache(str(cache_dir))
+    and process, by the trusted side; every finished entry (`done` or `error.log` in it) is sealed (`seal_entry`).
+    Under the build broker (`musacoder.build.broker`, the default) only the trusted side writes the cache: the cache
+    folder, `ext/` and its 256 key-prefix folders are 0755, so no worker uid can add an entry either. Without it
+    (`MUSACODER_BUILD_BROKER=0`) workers build into the cache themselves: those folders are 1777 (anyone may add, only
+    the owner may rename or remove, as in /tmp), and the Triton and torch extension caches are writable by all."""
+    from musacoder.build import broker
+
+    _open_cache(str(cache_dir), broker.enabled())
 
 
 @functools.lru_cache(maxsize=None)
-def _open_cache(root: str) -> None:
+def _open_cache(root: str, brokered: bool) -> None:
     ext = os.path.join(root, "ext")
-    for sub in ("triton", "torch_extensions"):
-        os.makedirs(os.path.join(root, sub), exist_ok=True)
-        share_tree(os.path.join(root, sub))
+    if not brokered:
+        for sub in ("triton", "torch_extensions"):
+            os.makedirs(os.path.join(root, sub), exist_ok=True)
+            share_tree(os.path.join(root, sub))
     prefixes = [os.path.join(ext, f"{i:02x}") for i in range(256)]
     for folder in (root, ext, *prefixes):
         os.makedirs(folder, exist_ok=True)
-        _sticky(folder)
+        _set_mode(folder, 0o755 if brokered else 0o1777)
     for prefix in prefixes:
         with os.scandir(prefix) as it:
             for e in it:
@@ -639,11 +646,11 @@ def _open_cache(root: str) -> None:
                     seal_entry(e.path)
 
 
-def _sticky(folder: str) -> None:
+def _set_mode(folder: str, mode: int) -> None:
     try:
         st = os.lstat(folder)
-        if not os.path.islink(folder) and st.st_mode & 0o7777 != 0o1777:
-            os.chmod(folder, 0o1777)
+        if not os.path.islink(folder) and st.st_mode & 0o7777 != mode:
+            os.chmod(folder, mode)
     except OSError:
         pass
 
@@ -963,11 +970,16 @@ def worker_env(workdir: Path, cache_dir: Path) -> dict[str, str]:
     """The variables that tell a worker which layers to enter (those the probe found this host permits)."""
     if not enabled():
         return {"MUSACODER_SANDBOX": ""}
+    from musacoder.build import broker
+
     layers = probe()["worker_layers"]
     if "uid" in layers:
         open_cache(cache_dir)
+    # under the build broker only the trusted side writes the build cache: workers read it
+    writable = [str(workdir)] if broker.enabled() else [str(workdir), str(cache_dir)]
     return {"MUSACODER_SANDBOX": ",".join(layers),
-            "MUSACODER_SANDBOX_WRITABLE": os.pathsep.join([str(workdir), str(cache_dir)]),
+            "MUSACODER_SANDBOX_WRITABLE": os.pathsep.join(writable),
+            "MUSACODER_SANDBOX_READABLE": str(cache_dir) if broker.enabled() else "",
             "MUSACODER_SANDBOX_HIDE": os.pathsep.join(hidden_folders())}
 
 

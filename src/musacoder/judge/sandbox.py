@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from musacoder.build import broker
 from musacoder.judge import forkserver, isolation, protocol
 from musacoder.judge.forkserver import ForkServerError, file_tail, kill_group
 
@@ -65,10 +66,13 @@ def worker_environment(workdir: Path, cache_dir: Path, extra: dict[str, str] | N
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_KEEP_PREFIXES)}
     # USER and LOGNAME: a worker may run as a uid without an account (the `uid` layer), where getpass.getuser(),
     # which torch's caches call, would otherwise fail
+    # under the build broker the shared cache is read-only to workers, and Triton's and torch's own caches, which
+    # the worker writes itself, are its own (a shared one would let a candidate plant a kernel for another's source)
+    own = Path(workdir) if broker.enabled() else Path(cache_dir)
     env.update(HOME=str(workdir), TMPDIR=str(workdir), USER="musacoder-worker", LOGNAME="musacoder-worker",
-               PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
-               TORCH_EXTENSIONS_DIR=str(Path(cache_dir) / "torch_extensions"),
-               TRITON_CACHE_DIR=str(Path(cache_dir) / "triton"), **isolation.worker_env(workdir, cache_dir))
+               PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", TORCH_EXTENSIONS_DIR=str(own / "torch_extensions"),
+               TRITON_CACHE_DIR=str(own / "triton"), MUSACODER_BUILD_BROKER="1" if broker.enabled() else "0",
+               **isolation.worker_env(workdir, cache_dir))
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(extra or {})
@@ -308,19 +312,51 @@ class Sandbox:
             [str(x) for x in entered.get("layers", [])]
 
     def request(self, msg: dict, timeout_s: float) -> dict:
-        """Send one request and wait for its reply, at most `timeout_s` seconds."""
+        """Send one request and wait for its reply, at most `timeout_s` seconds (the builds it asks for included)."""
         assert self.proc is not None
+        deadline = time.monotonic() + timeout_s
         try:
             protocol.send(self.to_worker, msg)
         except (BrokenPipeError, OSError):
             raise self._died() from None
         reply = self._reply(timeout_s, msg.get("op"))
+        builds = 0
+        while isinstance(reply, dict) and "build_request" in reply:  # its candidate's load_inline: the broker
+            builds += 1
+            try:
+                if builds > broker.MAX_BUILDS_PER_REQUEST:
+                    raise broker.BuildRequestError(f"more than {broker.MAX_BUILDS_PER_REQUEST} builds in one request")
+                answer = broker.serve(reply["build_request"], msg.get("cache_dir") or self.cache_dir,
+                                      self.build_in_builder, deadline)
+            except broker.BuildRequestError as e:
+                answer = {"key": None, "ok": False, "log": str(e)}
+            try:
+                protocol.send(self.to_worker, answer)
+            except (BrokenPipeError, OSError):
+                raise self._died() from None
+            reply = self._reply(max(0.0, deadline - time.monotonic()), msg.get("op"))
         if msg.get("op") == "load" and isinstance(reply, dict) and isinstance(reply.get("builds"), list):
             # what it built is sealed before its candidate runs on: no worker uid changes a finished cache entry
             isolation.seal_builds(msg.get("cache_dir") or self.cache_dir,
                                   [b.get("key") for b in reply["builds"] if isinstance(b, dict)], self.layers,
                                   isolation.worker_uid(str(self.workdir)))
         return reply
+
+    def build_in_builder(self, msg: dict, timeout_s: float, installer) -> dict:
+        """Run one `op_build` request in a fresh worker of this one's configuration (no device warmed ahead), and
+        hand its `stage` folder to `installer(stage, reply)` while that worker's folder still exists."""
+        env = {k: v for k, v in self.extra_env.items() if k != "MUSACODER_PREWARM_DEVICE"}
+        try:
+            with Sandbox(self.cache_dir, env=env, isolate_network=self.isolate_network,
+                         start_timeout_s=self.start_timeout_s) as builder:
+                reply = builder.request(msg, timeout_s)
+                if reply.get("ok"):
+                    installer(builder.workdir / "stage", reply)
+                return reply
+        except WorkerTimeout as e:
+            return {"ok": False, "log": f"the build did not finish: {e}"}
+        except (WorkerDied, WorkerStartFailed) as e:
+            return {"ok": False, "log": f"the builder failed: {e}\n{getattr(e, 'log_tail', '')[-1500:]}"}
 
     def _reply(self, timeout_s: float, op) -> dict:
         assert self.proc is not None

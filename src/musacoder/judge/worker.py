@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import traceback
+from pathlib import Path
 
 # Captured before candidate code exists in this process.
 _thread_count = threading.active_count
@@ -49,6 +50,7 @@ class Worker:
         self.start_s: dict[str, float] = {}  # seconds of each part of this worker's start (reported with `ready`)
         self._exports: list = []  # exported over CUDA IPC, kept alive until the next request (`ipc.release`)
         self.release_memory = False  # give cached device blocks back after every request (large tasks; see `init`)
+        self.channel: tuple[int, int] | None = None  # (from the trusted side, to it): for mid-request build requests
 
     # -- helpers -----------------------------------------------------------------------------------------------
     def _poison_allocator(self, inputs) -> None:
@@ -184,7 +186,9 @@ class Worker:
                 timing.capture(self.torch, "musa")
         self._warm_device()
         self.record = BuildRecord()
-        cpp_ext.load_inline = make_cached_load_inline(cpp_ext.load_inline, msg["cache_dir"], self.backend, self.record)
+        broker = self._request_build if os.environ.get("MUSACODER_BUILD_BROKER") == "1" and self.channel else None
+        cpp_ext.load_inline = make_cached_load_inline(cpp_ext.load_inline, msg["cache_dir"], self.backend, self.record,
+                                                      request_build=broker)
         if self.backend == "musa" and self.device.startswith("musa"):  # torch_musa's builder: recorded and counted
             import torch_musa.utils.musa_extension as musa_ext
 
@@ -222,6 +226,35 @@ class Worker:
         self.candidate = module
         return {"ok": True, "builds": self.record.builds, "seconds": time.perf_counter() - t0,
                 "global_state": self.global_state_changes()}
+
+    def _request_build(self, request: dict) -> dict:
+        """Ask the trusted side to build (`musacoder.build.broker`) in the middle of a request: it answers this
+        message, then waits for the request's own reply."""
+        from musacoder.judge import protocol
+
+        fd_in, fd_out = self.channel
+        protocol.send(fd_out, {"build_request": request})
+        return protocol.recv(fd_in)
+
+    def op_build(self, msg):
+        """The builder's one request (a fresh worker that never sees candidate code): build `kwargs` in `stage/` of
+        this worker's folder with torch's own `load_inline`; the trusted side installs the result in the cache."""
+        import torch.utils.cpp_extension as cpp_ext
+
+        from musacoder.build.cache import BuildRecord, build_into, deterministic_failure
+
+        key, record = str(msg["key"]), BuildRecord()
+        stage = os.path.join(os.getcwd(), "stage")
+        t0 = time.perf_counter()
+        try:
+            module = build_into(cpp_ext.load_inline, dict(msg["kwargs"]), Path(stage), f"mc_ext_{key[:20]}", record)
+        except Exception as e:  # noqa: BLE001 - the compiler's failure is the reply
+            log = str(e) or f"{type(e).__name__} while building"
+            return {"ok": False, "log": log, "deterministic": deterministic_failure(log),
+                    "seconds": time.perf_counter() - t0}
+        where = os.path.dirname(module.__file__) if getattr(module, "__file__", None) else stage
+        return {"ok": True, "rel": os.path.relpath(where, stage), "fast": record.fast_build,
+                "seconds": time.perf_counter() - t0}
 
     def op_init(self, msg):
         """Make ModelNew (candidate code) and the worker's reference copy (harness), both with the reference's
@@ -617,6 +650,7 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
 
     try:
         worker = Worker()
+        worker.channel = (fd_in, fd_out)
         from musacoder.judge import timing
 
         timing.capture(worker.torch)  # timers as they are before any candidate code runs
