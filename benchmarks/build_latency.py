@@ -2,7 +2,9 @@
 
 - `exact`: the sources as written, plain nvcc (what `load_inline` does);
 - `serial`: musacoder's light headers (lite/slim tiers), plain nvcc;
-- `fast`: light headers and the parallel nvcc driver (`musacoder/build/nvcc_parallel.py`), the default.
+- `fast`: light headers and the parallel nvcc driver (`musacoder/build/nvcc_parallel.py`), the default;
+- `inworker`: as `fast`, but built in the candidate's worker itself rather than by the build broker's separate
+  builder (`MUSACODER_BUILD_BROKER=0`): what the broker costs.
 
     python benchmarks/build_latency.py --candidates benchmarks/candidates/cuda --kernelbench-dir ../shared/kernelbench \
         --limit 3 --modes exact,serial,fast --json build_latency.json
@@ -44,13 +46,14 @@ def main() -> None:
     ap.add_argument("--kernelbench-dir", type=Path, default=Path(os.environ.get("KERNELBENCH_DIR", "../shared/kernelbench")))
     ap.add_argument("--limit", type=int, default=3)
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--modes", default="exact,fast", help="comma-separated: exact, serial, fast")
+    ap.add_argument("--modes", default="exact,fast", help="comma-separated: exact, serial, fast, inworker")
     ap.add_argument("--every", type=int, default=1, help="take every N-th candidate (a spread of tasks)")
     ap.add_argument("--max-input-mb", type=float, default=64, help="task sizes shrunk as in throughput.py: on a GPU "
                     "the verdict also runs one correctness trial, which at full size (GBs) took longer than the build")
     a = ap.parse_args()
     modes = [m for m in a.modes.split(",") if m]
-    env_of = {"exact": ("0", "0"), "serial": ("1", "0"), "fast": ("1", "1")}  # (light headers, parallel nvcc)
+    # (light headers, parallel nvcc, build broker)
+    env_of = {"exact": ("0", "0", "1"), "serial": ("1", "0", "1"), "fast": ("1", "1", "1"), "inworker": ("1", "1", "0")}
 
     from musacoder.config import VerifyConfig
     from musacoder.judge.pipeline import verify
@@ -64,13 +67,14 @@ def main() -> None:
         task = load_task(path, over)
         row = {"candidate": name}
         for mode in modes:  # alternate per candidate so drift hits every mode alike
-            os.environ["MUSACODER_FAST_BUILD"], os.environ["MUSACODER_PARALLEL_NVCC"] = env_of[mode]
+            (os.environ["MUSACODER_FAST_BUILD"], os.environ["MUSACODER_PARALLEL_NVCC"],
+             os.environ["MUSACODER_BUILD_BROKER"]) = env_of[mode]
             cfg = VerifyConfig(cache_dir=Path(tempfile.mkdtemp(prefix=f"mc-{mode}-")), time_candidate=False, trials=1)
             v = verify(task, c.read_text(), backend="cuda", config=cfg)
             row[f"{mode}_s"] = v.build_s
             row[f"{mode}_compiled"] = v.compiled
             row[f"{mode}_steps"] = steps = build_steps(cfg.cache_dir)
-            print(f"{row['candidate']:50s} {mode:5s} compiled={v.compiled} build {v.build_s:.1f} s  steps {steps}",
+            print(f"{row['candidate']:50s} {mode:8s} compiled={v.compiled} build {v.build_s:.1f} s  steps {steps}",
                   flush=True)
         rows.append(row)
     ok = [r for r in rows if all(r[f"{m}_compiled"] for m in modes)]

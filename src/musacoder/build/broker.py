@@ -50,12 +50,13 @@ def _check(request) -> tuple[dict, str, str]:
     return kwargs, request["backend"], str(request.get("name", ""))[:200]
 
 
-def serve(request, cache_dir: Path, builder, deadline: float) -> dict:
+def serve(request, cache_dir: Path, builder, deadline: float, env=None) -> dict:
     """Answer one worker's build request: `{"key", "ok", "log"?, "fast"?, "cached"}`. `builder(msg, timeout_s,
     installer)` runs one `op_build` request in a fresh sandboxed worker and, if it built, calls `installer(stage,
-    reply)` with the builder's `stage` folder before that worker is gone (`Sandbox.build_in_builder`)."""
+    reply)` with the builder's `stage` folder before that worker is gone (`Sandbox.build_in_builder`). `env` is the
+    worker's environment, whose toolchain variables are part of the key (`build_key`)."""
     kwargs, backend, _ = _check(request)
-    key = build_key(kwargs, backend)
+    key = build_key(kwargs, backend, env)
     entry = entry_dir(cache_dir, key)
     entry.parent.mkdir(parents=True, exist_ok=True)
     with open(entry.parent / f"{key}.lock", "a") as lock:

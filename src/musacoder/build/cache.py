@@ -60,22 +60,25 @@ def _tool_version(cmd: str) -> str:
         return "absent"
 
 
-def cuda_home() -> str | None:
-    for cand in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+def cuda_home(env=None) -> str | None:
+    env = os.environ if env is None else env
+    for cand in (env.get("CUDA_HOME"), env.get("CUDA_PATH"), "/usr/local/cuda"):
         if cand and Path(cand, "bin", "nvcc").exists():
             return cand
     return None
 
 
-def toolchain_id(with_cuda: bool) -> dict:
+def toolchain_id(with_cuda: bool, env=None) -> dict:
+    """The toolchain a build in environment `env` (default: this process's) would use."""
     import torch
 
-    tc = {"torch": torch.__version__, "python": sys.version.split()[0], "cxx": _tool_version(os.environ.get("CXX", "c++")),
+    env = os.environ if env is None else env
+    tc = {"torch": torch.__version__, "python": sys.version.split()[0], "cxx": _tool_version(env.get("CXX", "c++")),
           "format": BUILD_FORMAT}
     if with_cuda:
-        home = cuda_home()
+        home = cuda_home(env)
         tc["nvcc"] = _tool_version(str(Path(home, "bin", "nvcc"))) if home else "absent"
-        tc["arch"] = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+        tc["arch"] = env.get("TORCH_CUDA_ARCH_LIST", "")
     return tc
 
 
@@ -164,11 +167,13 @@ def fast_attempts(kwargs: dict) -> list[tuple[str, dict]]:
     return [("lite", lite), ("slim", slim)]
 
 
-def build_key(kwargs: dict, backend: str) -> str:
+def build_key(kwargs: dict, backend: str, env=None) -> str:
+    """The cache key of a `load_inline` call built in environment `env` (default: this process's; the build broker
+    passes the worker's, whose toolchain variables, e.g. the target architecture, are its own)."""
     with_cuda = bool(kwargs.get("cuda_sources"))
     payload = {k: kwargs.get(k) for k in sorted(kwargs) if k not in ("verbose", "build_directory", "name")}
     payload["backend"] = backend
-    payload["toolchain"] = toolchain_id(with_cuda)
+    payload["toolchain"] = toolchain_id(with_cuda, env)
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()
 
@@ -312,12 +317,19 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
             if module is None and (entry / "error.log").is_file():
                 raise failed((entry / "error.log").read_text(), True)
             if module is None:
+                # the broker's key is the one that counts (computed by the trusted side in this worker's toolchain
+                # environment; the same as ours unless the environments differ, when the lookup above misses)
                 reply = request_build({"name": str(name), "kwargs": kwargs, "backend": backend})
-                if not isinstance(reply, dict) or reply.get("key") != key:
-                    raise failed(f"the build broker answered for another build: {str(reply)[:300]}", False)
+                if not isinstance(reply, dict):
+                    raise failed(f"the build broker answered {str(reply)[:300]}", False)
                 if not reply.get("ok"):
                     raise failed(str(reply.get("log") or "the build failed"), False)
-                record.fast_build = reply.get("fast")
+                if not is_build_key(reply.get("key")):
+                    raise failed(f"the build broker answered without a key: {str(reply)[:300]}", False)
+                key, record.fast_build = reply["key"], reply.get("fast")
+                cached = bool(reply.get("cached"))  # built by another verification while this one waited
+                ext_name = f"mc_ext_{key[:20]}"
+                entry = entry_dir(cache_dir, key)
                 module = import_entry(entry, ext_name)
                 if module is None:
                     raise failed(f"the extension was built but does not import from {entry}", False)

@@ -327,7 +327,7 @@ class Sandbox:
                 if builds > broker.MAX_BUILDS_PER_REQUEST:
                     raise broker.BuildRequestError(f"more than {broker.MAX_BUILDS_PER_REQUEST} builds in one request")
                 answer = broker.serve(reply["build_request"], msg.get("cache_dir") or self.cache_dir,
-                                      self.build_in_builder, deadline)
+                                      self.build_in_builder, deadline, env={**os.environ, **self.extra_env})
             except broker.BuildRequestError as e:
                 answer = {"key": None, "ok": False, "log": str(e)}
             try:
