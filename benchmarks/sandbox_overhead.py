@@ -53,7 +53,9 @@ def musacoder_env(cache: Path) -> dict:
     return os.environ | {"MUSACODER_CACHE_DIR": str(cache), "PYTHONPATH": path}
 
 
-def run_batch(manifest: Path, out: Path, workers: int, cache: Path, sandbox: bool) -> dict:
+def run_batch(manifest: Path, out: Path, workers: int, cache: Path, sandbox: bool, timing: bool = True) -> dict:
+    """One `verify-batch` run in a fresh process (`timing=False`: no timing stage, for a run that only fills the
+    build cache)."""
     env = musacoder_env(cache)
     if sandbox:
         env.pop("MUSACODER_SANDBOX", None)
@@ -62,7 +64,8 @@ def run_batch(manifest: Path, out: Path, workers: int, cache: Path, sandbox: boo
     out.unlink(missing_ok=True)
     t0 = time.monotonic()
     run = subprocess.run([sys.executable, "-m", "musacoder.cli", "verify-batch", str(manifest), "--out", str(out),
-                          "--workers", str(workers)], env=env, capture_output=True, text=True)
+                          "--workers", str(workers), *([] if timing else ["--no-timing"])], env=env,
+                         capture_output=True, text=True)
     secs = time.monotonic() - t0
     if run.returncode != 0:
         raise SystemExit(f"verify-batch failed (exit {run.returncode}):\n{run.stderr[-2000:]}")
@@ -95,7 +98,7 @@ def main() -> None:
     manifest, out, cache = work / "manifest.jsonl", work / "verdicts.jsonl", work / "cache"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
     print(f"{len(rows)} verifications per run, backend {a.backend}, {a.workers} workers; filling the build cache ...")
-    fill = run_batch(manifest, out, a.workers, cache, sandbox=True)
+    fill = run_batch(manifest, out, a.workers, cache, sandbox=True, timing=False)
     runs: dict[str, list[dict]] = {"on": [], "off": []}
     for k in range(a.rounds):
         for mode in (("on", "off") if k % 2 == 0 else ("off", "on")):
