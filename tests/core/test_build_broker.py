@@ -16,8 +16,10 @@ REPO = Path(__file__).resolve().parents[2]
 KWARGS = {"cpp_sources": "int f() { return 1; }", "cuda_sources": None, "functions": ["f"]}
 
 
-def fake_builder(reply: dict, files: dict[str, str] | None = None, links: dict[str, str] | None = None):
-    """A builder that 'builds' by writing `files` (and `links`) into a stage folder and answers `reply`."""
+def fake_builder(reply: dict, files: dict[str, str] | None = None, links: dict[str, str] | None = None,
+                 hard_links: dict[str, str] | None = None):
+    """A builder that 'builds' by writing `files` (and `links`, `hard_links`) into a stage folder and answers
+    `reply`."""
     calls = []
 
     def run(msg, timeout_s, installer):
@@ -29,6 +31,8 @@ def fake_builder(reply: dict, files: dict[str, str] | None = None, links: dict[s
                 (stage / rel).write_text(text)
             for rel, target in (links or {}).items():
                 os.symlink(target, stage / rel)
+            for rel, target in (hard_links or {}).items():
+                os.link(target, stage / rel)
             installer(stage, reply)
         return reply
 
@@ -50,7 +54,7 @@ def test_the_key_is_the_trusted_sides_and_the_entry_holds_only_the_builders_own_
     cache = tmp_path / "cache"
     builder = fake_builder({"ok": True, "rel": "lite", "fast": "lite"},
                            files={"lite/mc_ext.so": "binary", "lite/build.ninja": "rules"},
-                           links={"lite/leak": str(secret)})
+                           links={"lite/leak": str(secret)}, hard_links={"lite/copy.so": str(secret)})
     answer = broker.serve({"name": "anything", "kwargs": KWARGS, "backend": "cpu", "key": "f" * 64}, cache, builder,
                           time.monotonic() + 60)
     key = build_key(KWARGS, "cpu")

@@ -80,8 +80,8 @@ def serve(request, cache_dir: Path, builder, deadline: float, env=None) -> dict:
 
 def install(stage: Path, entry: Path, rel: str) -> None:
     """Copy a builder's `stage` folder into the cache as `entry`, the library's folder being `stage/rel`: regular files
-    and folders only (a link the build left is dropped, so an entry holds only its own bytes), `done` last, then one
-    rename into place. The caller holds the key's lock."""
+    and folders only (links, hard links included, are dropped, so an entry holds only bytes the build wrote), `done`
+    last, then one rename into place. The caller holds the key's lock."""
     where = (stage / rel).resolve()
     if not where.is_relative_to(stage.resolve()):
         raise BuildRequestError(f"the builder named a library folder outside its own: {rel!r}")
@@ -99,8 +99,8 @@ def install(stage: Path, entry: Path, rel: str) -> None:
                     continue  # a link, or gone
                 with os.fdopen(fd, "rb") as fin:
                     st = os.fstat(fin.fileno())
-                    if not (st.st_mode & 0o170000 == 0o100000):
-                        continue  # not a regular file
+                    if not (st.st_mode & 0o170000 == 0o100000) or st.st_nlink != 1:
+                        continue  # not a regular file, or a hard link (to a file the trusted side would copy out)
                     with open(out / f, "wb") as fout:
                         shutil.copyfileobj(fin, fout)
                     os.chmod(out / f, 0o755 if st.st_mode & 0o111 else 0o644)
