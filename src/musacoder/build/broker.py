@@ -10,8 +10,8 @@ request), which
 2. under the key's lock, builds them in a separate, fresh sandboxed worker (the builder: `op_build`, torch's own
    `load_inline` in its own folder; it never sees candidate Python, and the cache is read-only to it as to every
    worker);
-3. copies the builder's folder into the cache (regular files and folders only, no links), writes `done` last and
-   renames the entry into place, or keeps the compiler's log as the entry's `error.log`.
+3. copies the builder's folder into the cache (regular files and folders only, no links or hard links), writes
+   `done` last and renames the entry into place, or keeps the compiler's log as the entry's `error.log`.
 
 The worker then imports the installed entry. Compiler flags still come from the candidate (`extra_cflags` can run a
 program through the compiler's driver); that runs in the builder's sandbox and can only change what is built for
