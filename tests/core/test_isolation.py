@@ -863,8 +863,9 @@ def test_a_build_of_a_fallback_header_variant_is_loaded_from_the_cache():
 @needs("memory-cgroup")
 def test_a_worker_over_its_memory_limit_is_killed_by_the_kernel_and_the_verdict_says_so(tmp_path, monkeypatch):
     """The memory cgroup caps the worker's host memory: a candidate that touches 2 GiB under a 768 MB cap is killed
-    by the kernel (not the host, not the verifier), the verdict names the limit, its cgroups are removed, and the
-    next candidate is verified as usual."""
+    by the kernel (not the host, not the verifier), the verdict names the limit (`crashed`, the candidate's doing, on
+    a task whose data is small beside the cap), its cgroups are removed, and the next candidate is verified as
+    usual."""
     monkeypatch.setenv("MUSACODER_WORKER_MEMORY_MB", "768")
     hog = tmp_path / "hog.py"
     relu = (REPO / "examples" / "candidates" / "relu_cpu.py").read_text()
@@ -880,6 +881,11 @@ def test_a_worker_over_its_memory_limit_is_killed_by_the_kernel_and_the_verdict_
     assert not any(Path(g).exists() for g in groups)
     v = verify(load_task(RELU), hog.read_text(), backend="cpu",
                config=VerifyConfig(trials=1, time_candidate=False))
-    assert v.status != "ok" and "host memory limit of 768 MB" in (v.error or ""), (v.status, v.error)
+    assert v.status == "crashed" and "host memory limit of 768 MB" in (v.error or ""), (v.status, v.error)
+    # a task whose own data needs half the cap or more: a kill there may be the harness's, so it is not blamed on
+    # the candidate
+    big = verify(load_task(RELU), hog.read_text(), backend="cpu", overrides={"batch_size": 8192},
+                 config=VerifyConfig(trials=1, time_candidate=False))
+    assert big.status == "infra_error" and "raise MUSACODER_WORKER_MEMORY_MB" in (big.error or ""), big.error
     ok = verify(load_task(RELU), relu, backend="cpu", config=VerifyConfig(trials=1, time_candidate=False))
     assert ok.status == "ok", ok.error

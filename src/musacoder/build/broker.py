@@ -40,14 +40,14 @@ class BuildRequestError(ValueError):
     """A build request that is not a `load_inline` call's arguments."""
 
 
-def _check(request) -> tuple[dict, str, str]:
+def _check(request) -> tuple[dict, str]:
     if not isinstance(request, dict) or not isinstance(request.get("kwargs"), dict) \
             or not isinstance(request.get("backend"), str):
         raise BuildRequestError(f"malformed build request: {str(request)[:200]}")
     kwargs = request["kwargs"]
     if not isinstance(kwargs.get("cpp_sources"), (str, list)):
         raise BuildRequestError("a build request needs cpp_sources")
-    return kwargs, request["backend"], str(request.get("name", ""))[:200]
+    return kwargs, request["backend"]
 
 
 def serve(request, cache_dir: Path, builder, deadline: float, env=None) -> dict:
@@ -55,7 +55,7 @@ def serve(request, cache_dir: Path, builder, deadline: float, env=None) -> dict:
     installer)` runs one `op_build` request in a fresh sandboxed worker and, if it built, calls `installer(stage,
     reply)` with the builder's `stage` folder before that worker is gone (`Sandbox.build_in_builder`). `env` is the
     worker's environment, whose toolchain variables are part of the key (`build_key`)."""
-    kwargs, backend, _ = _check(request)
+    kwargs, backend = _check(request)
     key = build_key(kwargs, backend, env)
     entry = entry_dir(cache_dir, key)
     entry.parent.mkdir(parents=True, exist_ok=True)

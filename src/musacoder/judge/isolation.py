@@ -46,8 +46,8 @@ The layers (names as reported in a verdict's `sandbox` field):
 Environment (set by the trusted side, `musacoder.judge.sandbox`): `MUSACODER_SANDBOX` is the comma-separated list of
 layers to enter (empty or unset: none), `MUSACODER_SANDBOX_WRITABLE` the folders bound back writable,
 `MUSACODER_SANDBOX_READABLE` those bound back read-only (the build cache, which only the trusted side writes:
-`musacoder.build.broker`), `MUSACODER_SANDBOX_HIDE` further folders covered by an empty tmpfs. `MUSACODER_SANDBOX=0` in the verifier's own
-environment turns all of this off.
+`musacoder.build.broker`), `MUSACODER_SANDBOX_HIDE` further folders covered by an empty tmpfs.
+`MUSACODER_SANDBOX=0` in the verifier's own environment turns all of this off.
 """
 
 from __future__ import annotations

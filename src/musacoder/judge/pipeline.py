@@ -248,6 +248,10 @@ class _Run:
                         raise _Stop("timeout") from None
                     except WorkerDied as e:
                         v.error = f"worker died (exit {e.returncode}); last output:\n{e.log_tail[-1500:]}"
+                        if e.oom_killed and self._cap_too_small(module):
+                            v.error += ("\nThis task's own data alone needs about half that cap or more: raise "
+                                        "MUSACODER_WORKER_MEMORY_MB (not the candidate's doing).")
+                            raise _Stop("infra_error") from None
                         raise _Stop("crashed") from None
             except (torch.OutOfMemoryError, RuntimeError) as e:
                 if not _is_oom(e):
@@ -256,6 +260,14 @@ class _Run:
                                   f"({str(e).splitlines()[0][:700]})") from None
             finally:
                 self._release(dev)
+
+    def _cap_too_small(self, module) -> bool:
+        """Whether the worker's memory cgroup cap (`isolation.worker_memory_mb`) leaves less than twice the task's own
+        data in the worker (its estimated footprint without the fixed part for a device context: inputs, outputs,
+        weights, the harness's copies): a kill at that cap may then be the verifier's, not the candidate's. A task
+        that cannot be estimated counts as fitting."""
+        fp = self.fp or footprint(module, self.cfg.input_sets)
+        return fp is not None and 2 * (fp.worker - WORKER_FIXED) > isolation.worker_memory_mb() << 20
 
     def _admit(self) -> None:
         """Take the verification's memory reservation on its device (waiting, into `admission_wait`, until its

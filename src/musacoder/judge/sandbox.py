@@ -53,10 +53,11 @@ class WorkerStartFailed(Exception):
 
 
 class WorkerDied(Exception):
-    def __init__(self, returncode: int | None, log_tail: str):
+    def __init__(self, returncode: int | None, log_tail: str, oom_killed: bool = False):
         super().__init__(f"worker exited with {returncode}")
         self.returncode = returncode
         self.log_tail = log_tail
+        self.oom_killed = oom_killed  # by the kernel, at the worker's memory cgroup's cap
 
 
 def worker_environment(workdir: Path, cache_dir: Path, extra: dict[str, str] | None) -> dict[str, str]:
@@ -320,14 +321,15 @@ class Sandbox:
         except (BrokenPipeError, OSError):
             raise self._died() from None
         reply = self._reply(timeout_s, msg.get("op"))
+        cache_dir = msg.get("cache_dir") or self.cache_dir
         builds = 0
         while isinstance(reply, dict) and "build_request" in reply:  # its candidate's load_inline: the broker
             builds += 1
             try:
                 if builds > broker.MAX_BUILDS_PER_REQUEST:
                     raise broker.BuildRequestError(f"more than {broker.MAX_BUILDS_PER_REQUEST} builds in one request")
-                answer = broker.serve(reply["build_request"], msg.get("cache_dir") or self.cache_dir,
-                                      self.build_in_builder, deadline, env={**os.environ, **self.extra_env})
+                answer = broker.serve(reply["build_request"], cache_dir, self.build_in_builder, deadline,
+                                      env={**os.environ, **self.extra_env})
             except broker.BuildRequestError as e:
                 answer = {"key": None, "ok": False, "log": str(e)}
             try:
@@ -335,28 +337,28 @@ class Sandbox:
             except (BrokenPipeError, OSError):
                 raise self._died() from None
             reply = self._reply(max(0.0, deadline - time.monotonic()), msg.get("op"))
-        if msg.get("op") == "load" and isinstance(reply, dict) and isinstance(reply.get("builds"), list):
-            # what it built is sealed before its candidate runs on: no worker uid changes a finished cache entry
-            isolation.seal_builds(msg.get("cache_dir") or self.cache_dir,
+        if msg.get("op") == "load" and not broker.enabled() and isinstance(reply, dict) \
+                and isinstance(reply.get("builds"), list):
+            # it built into the cache itself (no broker): what it built is sealed before its candidate runs on, so
+            # no worker uid changes a finished cache entry
+            isolation.seal_builds(cache_dir,
                                   [b.get("key") for b in reply["builds"] if isinstance(b, dict)], self.layers,
                                   isolation.worker_uid(str(self.workdir)))
         return reply
 
     def build_in_builder(self, msg: dict, timeout_s: float, installer) -> dict:
         """Run one `op_build` request in a fresh worker of this one's configuration (no device warmed ahead), and
-        hand its `stage` folder to `installer(stage, reply)` while that worker's folder still exists."""
+        hand its `stage` folder to `installer(stage, reply)` while that worker's folder still exists. A builder that
+        does not start, dies or runs past the deadline raises as the candidate's own worker would (`WorkerStartFailed`
+        is the verifier's fault and retried; a build that outlasts the deadline is a timeout), never a compile
+        error."""
         env = {k: v for k, v in self.extra_env.items() if k != "MUSACODER_PREWARM_DEVICE"}
-        try:
-            with Sandbox(self.cache_dir, env=env, isolate_network=self.isolate_network,
-                         start_timeout_s=self.start_timeout_s) as builder:
-                reply = builder.request(msg, timeout_s)
-                if reply.get("ok"):
-                    installer(builder.workdir / "stage", reply)
-                return reply
-        except WorkerTimeout as e:
-            return {"ok": False, "log": f"the build did not finish: {e}"}
-        except (WorkerDied, WorkerStartFailed) as e:
-            return {"ok": False, "log": f"the builder failed: {e}\n{getattr(e, 'log_tail', '')[-1500:]}"}
+        with Sandbox(self.cache_dir, env=env, isolate_network=self.isolate_network,
+                     start_timeout_s=self.start_timeout_s) as builder:
+            reply = builder.request(msg, timeout_s)
+            if reply.get("ok"):
+                installer(builder.workdir / "stage", reply)
+            return reply
 
     def _reply(self, timeout_s: float, op) -> dict:
         assert self.proc is not None
@@ -392,11 +394,11 @@ class Sandbox:
 
     def _died(self) -> WorkerDied:
         """The worker is gone: its exit and last output, and whether the kernel killed it at its memory limit."""
-        tail = self.log_tail()
-        if isolation.oom_kills(self._cgroups):
+        tail, oom = self.log_tail(), bool(isolation.oom_kills(self._cgroups))
+        if oom:
             tail += (f"\nThe kernel killed the worker: it went over its host memory limit of "
                      f"{isolation.worker_memory_mb()} MB (MUSACODER_WORKER_MEMORY_MB).")
-        return WorkerDied(self.proc.poll() if self.proc is not None else None, tail)
+        return WorkerDied(self.proc.poll() if self.proc is not None else None, tail, oom)
 
     def __exit__(self, *exc) -> None:
         self.close()
