@@ -160,10 +160,13 @@ def main() -> int:
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--lint-only", action="store_true")
     ap.add_argument("--isolate", action="store_true", help="on a failed batch, recompile its candidates one by one")
+    ap.add_argument("--symbols", action="store_true",
+                    help="also judge each compiled batch's imports by MooreEval's binary rule "
+                         "(musacoder.legality.binary); implies --force")
     args = ap.parse_args()
     files = args.files or sorted(glob.glob(os.path.join(HERE, "cuda", "level*", "*.py")))
     cache = {}
-    if os.path.exists(CACHE) and not args.force:
+    if os.path.exists(CACHE) and not (args.force or args.symbols):
         cache = json.load(open(CACHE))
     failed: dict[str, str] = {}
     todo = []
@@ -191,6 +194,16 @@ def main() -> int:
             batch = todo[b:b + args.batch]
             ok, log, dt = compile_items([(p, c, d) for p, c, d, _ in batch], args.arch, wd)
             print(f"batch {b // args.batch}: {len(batch)} candidates, {'OK' if ok else 'FAILED'} in {dt:.0f}s", flush=True)
+            if ok and args.symbols:
+                from musacoder.legality.binary import symbol_violation, undefined_symbols
+
+                bad = sorted({w for s in undefined_symbols(os.path.join(wd, "batch.cu.o"))
+                              if (w := symbol_violation(s))})
+                print(f"  imports: {'none forbidden' if not bad else '; '.join(bad)}", flush=True)
+                if bad:
+                    for p, *_ in batch:
+                        failed[p] = "symbols (batch " + str(b // args.batch) + "): " + "; ".join(bad)
+                    continue
             if ok:
                 for p, _, _, key in batch:
                     cache[os.path.abspath(p)] = key

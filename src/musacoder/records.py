@@ -31,6 +31,7 @@ STAGES: tuple[str, ...] = (
     "extract",
     "static_legality",
     "build",
+    "binary_legality",
     "correctness",
     "runtime_legality",
     "timing",

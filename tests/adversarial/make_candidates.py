@@ -28,10 +28,6 @@ torch::Tensor relu_inplace(torch::Tensor x) {
     return x;
 }
 
-torch::Tensor relu_via_aten(torch::Tensor x) {
-    return torch::relu(x);
-}
-
 torch::Tensor zeros_like_rows(torch::Tensor x) {
     auto out = torch::empty_like(x);
     float* o = out.data_ptr<float>();
@@ -71,7 +67,7 @@ torch::Tensor spin(torch::Tensor x) {
 kit = load_inline(
     name="adversarial_kit",
     cpp_sources=kit_source,
-    functions=["relu_fwd", "relu_inplace", "relu_via_aten", "zeros_like_rows", "softmax_rows", "crash", "spin"],
+    functions=["relu_fwd", "relu_inplace", "zeros_like_rows", "softmax_rows", "crash", "spin"],
     extra_cflags=["-O2"],
 )
 '''
@@ -130,11 +126,6 @@ class ModelNew(nn.Module):
             return kit.crash(x)
         except Exception:
             return torch.relu(x)
-''',
-    "aten_in_cpp_wrapper": '''
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return kit.relu_via_aten(x)
 ''',
     "hidden_operator_fallback": '''
 class ModelNew(nn.Module):
@@ -389,6 +380,79 @@ class ModelNew(nn.Module):
         return ext.relu_native(x)
 '''
 
+# The C++ wrapper computes with ATen itself: each in its own library, since the binary rule judges a whole library.
+ATEN_IN_CPP_WRAPPER = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+src = r"""
+#include <torch/extension.h>
+
+torch::Tensor relu_via_aten(torch::Tensor x) {
+    return torch::relu(x);
+}
+"""
+
+ext = load_inline(name="aten_wrapper", cpp_sources=src, functions=["relu_via_aten"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu_via_aten(x)
+'''
+
+# The same call on an OpenMP worker thread, which the profiler's per-thread callbacks do not follow.
+OPENMP_HIDDEN_ATEN = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+src = r"""
+#include <torch/extension.h>
+#include <omp.h>
+
+torch::Tensor relu_fwd(torch::Tensor x) {
+    torch::Tensor out;
+    #pragma omp parallel num_threads(2)
+    {
+        if (omp_get_thread_num() == 1) out = torch::relu(x);
+    }
+    return out;
+}
+"""
+
+ext = load_inline(name="omp_hidden", cpp_sources=src, functions=["relu_fwd"], extra_cflags=["-O2", "-fopenmp"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu_fwd(x)
+'''
+
+# An ATen CPU kernel called directly (never through the dispatcher, so never seen by the profiler), its namespace
+# named through an alias so that no source rule sees `at::cpu::`.
+ATEN_NAMESPACE_ALIAS = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+src = r"""
+#include <torch/extension.h>
+#include <ATen/CPUFunctions.h>
+
+namespace direct = at::cpu;
+
+torch::Tensor relu_fwd(torch::Tensor x) {
+    return direct::clamp_min(x, 0);
+}
+"""
+
+ext = load_inline(name="aten_alias", cpp_sources=src, functions=["relu_fwd"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu_fwd(x)
+'''
+
 if __name__ == "__main__":
     out = Path(__file__).parent / "candidates"
     out.mkdir(exist_ok=True)
@@ -397,4 +461,7 @@ if __name__ == "__main__":
     (out / "native_file_write.py").write_text(NATIVE_FILE_WRITE)
     (out / "native_thread.py").write_text(NATIVE_THREAD)
     (out / "native_aten_bypassing_dispatcher.py").write_text(NATIVE_DIRECT_ATEN)
-    print(f"wrote {len(CANDIDATES) + 3} candidates to {out}")
+    (out / "aten_in_cpp_wrapper.py").write_text(ATEN_IN_CPP_WRAPPER)
+    (out / "openmp_hidden_aten.py").write_text(OPENMP_HIDDEN_ATEN)
+    (out / "aten_namespace_alias.py").write_text(ATEN_NAMESPACE_ALIAS)
+    print(f"wrote {len(CANDIDATES) + 6} candidates to {out}")

@@ -25,7 +25,9 @@ CASES = [
     ("decoy_kernel", RELU, "illegal", "clamp_min"),
     ("try_except_fallback", RELU, "illegal", "try/except"),
     ("hidden_operator_fallback", RELU, "illegal", "aten::mul"),
-    ("aten_in_cpp_wrapper", RELU, "illegal", "aten::relu (called from inside extension function relu_via_aten"),
+    ("aten_in_cpp_wrapper", RELU, "illegal", "calls the ATen operator aten::relu"),
+    ("openmp_hidden_aten", RELU, "illegal", "calls the ATen operator aten::relu"),
+    ("aten_namespace_alias", RELU, "illegal", "at::cpu::clamp_min"),
     ("monkeypatch_allclose_timer", RELU, "illegal", "monkey-patching"),
     ("monkeypatch_via_setattr", RELU, "illegal", "setattr"),
     ("gc_scan_reference_output", RELU, "illegal", "'gc'"),
@@ -69,6 +71,23 @@ def test_hack_is_rejected(name, task, status, phrase):
     assert any(p in _text(v) for p in phrases), _text(v)
     assert v.reward == -1.0 or (v.status == "incorrect" and v.reward < 0)
     assert v.speedup is None
+
+
+@pytest.mark.slow
+def test_the_runtime_rule_alone_still_sees_aten_called_from_native_code(monkeypatch):
+    """Defence in depth: with the binary rule switched off here, the profiler still catches an op the C++ wrapper
+    calls on its own thread and one it calls on an OpenMP worker thread (recorded under the profiler's all-threads
+    option). An ATen kernel called around the dispatcher is seen by the binary rule alone."""
+    import musacoder.legality.binary as binary
+
+    monkeypatch.setattr(binary, "library_violations", lambda *a, **k: [])
+    cfg = CFG.model_copy(update={"time_candidate": False})
+    wrapper = verify(RELU, (CANDS / "aten_in_cpp_wrapper.py").read_text(), backend="cpu", config=cfg)
+    assert wrapper.status == "illegal" and "called from inside extension function relu_via_aten" in _text(wrapper)
+    omp = verify(RELU, (CANDS / "openmp_hidden_aten.py").read_text(), backend="cpu", config=cfg)
+    assert omp.status == "illegal" and "aten::relu (called on another thread" in _text(omp), _text(omp)
+    alias = verify(RELU, (CANDS / "aten_namespace_alias.py").read_text(), backend="cpu", config=cfg)
+    assert alias.status == "ok", _text(alias)
 
 
 @pytest.mark.slow

@@ -31,3 +31,37 @@ def test_aten_compute_under_the_forward_is_illegal():
     rep = analyse_events([fwd, _ev("aten::mm", "CPU", parent=fwd), _ev("sm90_xmma_gemm", "CUDA", us=10.0)])
     assert rep.illegal_ops == ["aten::mm (called from Python in forward)"]
     assert rep.device_kernels == ["sm90_xmma_gemm"]
+
+
+def test_ops_on_another_thread_are_attributed_to_it():
+    fwd = SimpleNamespace(**vars(_ev("musacoder::candidate_forward", "CPU")), thread=1)
+    on_caller = SimpleNamespace(**vars(_ev("aten::empty", "CPU", parent=fwd)), thread=1)
+    elsewhere = SimpleNamespace(**vars(_ev("aten::relu", "CPU")), thread=7)
+    rep = analyse_events([fwd, on_caller, elsewhere])
+    assert rep.illegal_ops == ["aten::relu (called on another thread by the candidate's native code (an OpenMP region "
+                               "or a thread it started))"]
+    assert rep.python_op_counts == {"aten::empty": 1}
+
+
+def test_the_worker_s_profiler_sees_an_op_on_another_thread():
+    """The profiler as the worker runs it (all threads, where torch has the option) records an op that another
+    thread runs inside the forward; with per-thread callbacks it would be missed."""
+    import threading
+
+    import pytest
+    import torch
+
+    from musacoder.judge.worker import _all_threads
+    from musacoder.legality.runtime import FORWARD_RANGE
+
+    config = _all_threads(torch)
+    if config is None:
+        pytest.skip("this torch has no all-threads profiler option")
+    x = torch.randn(64)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], experimental_config=config) as prof:
+        with torch.profiler.record_function(FORWARD_RANGE):
+            t = threading.Thread(target=lambda: torch.relu(x))
+            t.start()
+            t.join()
+    rep = analyse_events(prof.events())
+    assert any(op.startswith("aten::relu (called on another thread") for op in rep.illegal_ops), rep.illegal_ops

@@ -49,6 +49,9 @@ class BuildRecord:
     error_log: str | None = None
     calls: dict[str, int] = field(default_factory=dict)  # exported function -> call count
     fast_build: str | None = None  # which lighter-header variant built it (None: built as written)
+    # set by the worker while it profiles a forward call: the hooks then open their profiler ranges (torch's own
+    # `_profiler_enabled` reads False under the profiler's all-threads option, so the worker says it instead)
+    profiling: bool = False
 
 
 @functools.lru_cache(maxsize=None)
@@ -202,7 +205,6 @@ def _wrap_module(module, functions, record: BuildRecord, ext_name: str):
         names = list(functions)  # a list of names, or a dict name -> docstring
     else:
         names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
-    profiling = torch.autograd._profiler_enabled
     proxy = SimpleNamespace()
     for n in dir(module):
         if not n.startswith("__"):
@@ -215,7 +217,7 @@ def _wrap_module(module, functions, record: BuildRecord, ext_name: str):
 
         def counted(*args, _fn=fn, _label=label, _n=n, **kw):
             record.calls[_n] = record.calls.get(_n, 0) + 1
-            if not profiling():  # timed rounds: no range, so the harness adds next to nothing to the candidate's time
+            if not record.profiling:  # timed rounds: no range, so the harness adds next to nothing to the candidate's time
                 return _fn(*args, **kw)
             with torch.profiler.record_function(_label):
                 return _fn(*args, **kw)
@@ -274,6 +276,23 @@ def import_entry(entry: Path, ext_name: str):
         return _import_module_from_library(library_name(where, ext_name), str(where), True)
     except Exception:  # noqa: BLE001 - e.g. a library of another toolchain: built again
         return None
+
+
+def built_libraries(key: str, roots) -> list[Path] | None:
+    """The shared libraries of the finished build `key`: found as the entry `entry_dir(root, key)` of the first of
+    `roots` that holds it finished (a cache, or a worker's private `mc-build` folder, where an entry is `root/key`).
+    None when no root holds it. Only files inside the entry count, as for `import_entry`."""
+    for root in roots:
+        root = Path(root)
+        for entry in (entry_dir(root, key), root / key):
+            done = entry / "done"
+            if not done.is_file():
+                continue
+            where = Path(done.read_text() or str(entry))
+            if not where.resolve().is_relative_to(entry.resolve()):
+                continue
+            return sorted(p for p in where.glob("*.so") if p.is_file() and not p.is_symlink())
+    return None
 
 
 def jsonable(kwargs: dict) -> dict:

@@ -128,7 +128,8 @@ class _Run:
     def finish(self, status: str) -> Verdict:
         v = self.v
         v.status = status
-        for stage in ("extract", "static_legality", "build", "correctness", "runtime_legality", "timing"):
+        for stage in ("extract", "static_legality", "build", "binary_legality", "correctness", "runtime_legality",
+                      "timing"):
             v.stages.setdefault(stage, "skipped")
         if status != "ok":
             v.correct = v.correct and status not in ("incorrect",)
@@ -359,6 +360,7 @@ class _Run:
         v.build_cached = bool(load.builds) and all(b.get("cached") is True for b in load.builds)
         v.compiled = True
         v.stages["build"] = "ok"
+        self._check_binaries(sb, load.builds)
         if load.global_state:
             v.stages["runtime_legality"] = "failed"
             v.violations = [f"importing the candidate changed global state: {c}" for c in load.global_state]
@@ -369,6 +371,33 @@ class _Run:
             raise _Stop("infra_error")
         self._admit()
         self._run_stages(sb, module, device)
+
+    def _check_binaries(self, sb: Sandbox, builds: list[dict]) -> None:
+        """The binary rule (`musacoder.legality.binary`) on every extension library the candidate loaded: those its
+        worker reports and those the build broker built for it, read here from the cache (or, for a private build,
+        from the worker's folder)."""
+        from musacoder.build.cache import built_libraries, is_build_key
+        from musacoder.legality.binary import library_violations
+
+        v = self.v
+        keys = {b.get("key") for b in builds if isinstance(b, dict) and b.get("ok") is not False}
+        keys = sorted(k for k in keys | set(sb.served_keys) if is_build_key(k))
+        if not keys:
+            return
+        bad, missing = [], []
+        for key in keys:
+            libs = built_libraries(key, [self.cfg.cache_dir, sb.workdir / "mc-build"])
+            if libs is None:
+                missing.append(key[:12])
+            for lib in libs or []:
+                bad += library_violations(lib, self.cfg.allow_vendor_libs)
+        if missing:
+            v.flags.append(f"binary rule: no finished library found for build(s) {', '.join(missing)}")
+        if bad:
+            v.stages["binary_legality"] = "failed"
+            v.violations = list(dict.fromkeys(bad))
+            raise _Stop("illegal")
+        v.stages["binary_legality"] = "ok"
 
     def _load(self, sb: Sandbox, code: str, backend: str, device: str, task: Task) -> LoadReply:
         """Build and import the candidate in the worker. An error while importing is the candidate's (stage `build`

@@ -252,6 +252,7 @@ class Sandbox:
         self.layers: list[str] = []  # the isolation layers the worker entered (`musacoder.judge.isolation`)
         self._cgroups: list[str] = []
         self._said_ready = False
+        self.served_keys: list[str] = []  # the builds the broker answered for this worker (`request`)
 
     def __enter__(self) -> "Sandbox":
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -330,6 +331,8 @@ class Sandbox:
                     raise broker.BuildRequestError(f"more than {broker.MAX_BUILDS_PER_REQUEST} builds in one request")
                 answer = broker.serve(reply["build_request"], cache_dir, self.build_in_builder, deadline,
                                       env={**os.environ, **self.extra_env})
+                if answer.get("ok") and answer.get("key"):
+                    self.served_keys.append(answer["key"])
             except broker.BuildRequestError as e:
                 answer = {"key": None, "ok": False, "log": str(e)}
             try:

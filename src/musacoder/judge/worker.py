@@ -140,7 +140,7 @@ class Worker:
                 fn = getattr(self_, "fn", None)
                 name = getattr(fn, "__name__", None) or getattr(self_, "__name__", "triton_kernel")
                 counts[name] = counts.get(name, 0) + 1
-                if not torch.autograd._profiler_enabled():
+                if not self.record.profiling:
                     return _orig(self_, *args, **kw)
                 with torch.profiler.record_function(f"musacoder::triton::{name}"):
                     return _orig(self_, *args, **kw)
@@ -313,7 +313,7 @@ class Worker:
         raised here is the harness's."""
         torch = self.torch
         from musacoder.judge.inputs import make_inputs
-        from musacoder.legality.runtime import analyse_events
+        from musacoder.legality.runtime import FORWARD_RANGE, analyse_events
 
         self.sync()
         py_threads, native_threads = _thread_count(), _native_threads()
@@ -326,9 +326,13 @@ class Worker:
                     acts.append(torch.profiler.ProfilerActivity.CUDA)
                 elif self.device.startswith("musa"):  # torch_musa's kernels: the PrivateUse1 activity
                     acts.append(torch.profiler.ProfilerActivity.PrivateUse1)
-                with torch.profiler.profile(activities=acts) as prof:
-                    with torch.profiler.record_function("musacoder::candidate_forward"):
-                        out = _guarded(self._call_candidate, args)
+                self.record.profiling = True
+                try:
+                    with torch.profiler.profile(activities=acts, experimental_config=_all_threads(torch)) as prof:
+                        with torch.profiler.record_function(FORWARD_RANGE):
+                            out = _guarded(self._call_candidate, args)
+                finally:
+                    self.record.profiling = False
                 rt = analyse_events(prof.events())
                 report.update(illegal_ops=rt.illegal_ops, ops=sorted(set(rt.all_ops)), device_kernels=sorted(set(rt.device_kernels)),
                               device_time_ms=rt.device_time_ms, python_op_counts=rt.python_op_counts)
@@ -540,6 +544,17 @@ class CandidateError(Exception):
     def __init__(self, error: BaseException):
         super().__init__(str(error))
         self.error = error
+
+
+def _all_threads(torch):
+    """The profiler's option to record ops on every thread, where this torch has it: an op the candidate's native
+    code runs on another thread (an OpenMP region's workers) is then seen too, not only the calling thread's."""
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        return _ExperimentalConfig(profile_all_threads=True)
+    except (ImportError, TypeError):
+        return None
 
 
 def _guarded(fn, *args):

@@ -29,6 +29,7 @@ PLUMBING_EXTRAS = {
 ALLOWED_ATEN = PAPER_WHITELIST | PLUMBING_EXTRAS
 ALLOWED_PREFIXES = ("_assert_", "_cast_")
 EXT_RANGE = "musacoder::ext::"
+FORWARD_RANGE = "musacoder::candidate_forward"  # the worker's range around each profiled forward call
 # Kernel names of vendor libraries (policy switch `allow_vendor_libs`, strict by default).
 VENDOR_KERNEL = re.compile(r"cublas|cudnn|cutlass_80|sm\d+_xmma|nvjet|gemv2|gemmk|ampere_sgemm|volta_sgemm|magma", re.I)
 
@@ -76,6 +77,11 @@ def analyse_events(events) -> RuntimeReport:
     """Judge profiler `FunctionEvent`s recorded around one candidate forward call."""
     rep = RuntimeReport()
     seen = set()
+    events = list(events)
+    # the thread that called forward (the harness's range around the call); ops recorded on any other thread were
+    # run by the candidate's native code there (an OpenMP region, a thread it started), under the profiler's
+    # all-threads option
+    caller = next((getattr(ev, "thread", None) for ev in events if ev.name == FORWARD_RANGE), None)
     for ev in events:
         name = ev.name
         # device kernels: CUDA's, or MUSA's (torch_musa records them as the PrivateUse1 device)
@@ -92,11 +98,15 @@ def analyse_events(events) -> RuntimeReport:
             continue  # nested inside another aten op: judged through its outermost op
         rep.all_ops.append(name)
         ext = next((a.name[len(EXT_RANGE):] for a in anc if a.name.startswith(EXT_RANGE)), None)
-        if ext is None:
+        other = caller is not None and getattr(ev, "thread", caller) != caller
+        if ext is None and not other:
             rep.python_op_counts[name] = rep.python_op_counts.get(name, 0) + 1
         if aten_allowed(name):
             continue
-        where = f"called from inside extension function {ext} (C++)" if ext else "called from Python in forward"
+        if other:
+            where = "called on another thread by the candidate's native code (an OpenMP region or a thread it started)"
+        else:
+            where = f"called from inside extension function {ext} (C++)" if ext else "called from Python in forward"
         label = f"{name} ({where})"
         if label not in seen:
             seen.add(label)

@@ -1,0 +1,202 @@
+"""Binary legality: what a candidate's built extension library links against, read from its ELF symbol table.
+
+The static rules read the source and the runtime rules read the profiler, and both can be got round: a namespace alias
+(`namespace an = at::native;`) or token pasting hides a name from the source rules, and ATen entry points that are not
+dispatcher ops (`at::native::cpublas::gemm`, `at::native::…` kernels) or ops called on a thread the profiler does not
+follow (an OpenMP worker) never appear in the profiler's events. Whatever the source says, a call into PyTorch's
+library from the extension is an undefined symbol of the built library, resolved by the dynamic linker at import; so
+the trusted side reads the library's imports and rejects:
+
+- ATen operators that are not plumbing (`at::_ops::<op>::call`, the one way the public C++ API reaches an op), judged
+  by the same whitelist as the runtime rule (`musacoder.legality.runtime.aten_allowed`);
+- the implementations behind the dispatcher (`at::native`, `at::cpu`, `at::cuda::blas`, `at::meta`, the composite
+  and redispatch namespaces), the dispatcher itself (`c10::Dispatcher`, operator handles), and the C++ frontend's
+  modules and TorchScript (`torch::nn`, `torch::jit`, `torch::autograd`);
+- anything that switches off or reads the profiler's callbacks (`RecordFunction`, `at::enableRecordFunction`,
+  Kineto, CUPTI);
+- vendor math libraries (cuBLAS, cuDNN, MKL, oneDNN, OpenBLAS …), unless the policy allows them;
+- code that calls back into the Python interpreter to run source (`PyImport_*`, `PyRun_*`, `Py_CompileString*`).
+
+What the library does with files, processes and syscalls is left to the sandbox, which contains it whatever the
+binary holds; the rules here are about what the kernel computes with and what would blind the verifier. Symbols that
+headers pull in for every extension (stream and guard helpers that `c10/cuda/CUDAGuard.h` emits, the dispatch key
+guards of `torch/python.h`) are not judged.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import struct
+from pathlib import Path
+
+from musacoder.legality.policy import VENDOR_PATTERNS
+from musacoder.legality.runtime import aten_allowed
+
+MAX_LIBRARY_BYTES = 1 << 30
+
+# nested-name prefixes (Itanium ABI) whose functions compute with PyTorch's own kernels or reach them around the
+# dispatcher and so around the profiler
+_FORBIDDEN_NAMESPACES = {
+    ("at", "native"): "an ATen kernel implementation (at::native), which bypasses the dispatcher",
+    ("at", "cpu"): "an ATen CPU kernel (at::cpu), which bypasses the dispatcher",
+    ("at", "cuda", "blas"): "PyTorch's cuBLAS wrapper (at::cuda::blas)",
+    ("at", "cuda", "sparse"): "PyTorch's cuSPARSE wrapper (at::cuda::sparse)",
+    ("at", "cuda", "solver"): "PyTorch's cuSOLVER wrapper (at::cuda::solver)",
+    ("at", "cuda", "jit"): "PyTorch's jiterator (at::cuda::jit)",
+    ("at", "cpublas"): "PyTorch's CPU BLAS wrapper",
+    ("at", "meta"): "an ATen meta function",
+    ("at", "redispatch"): "an ATen redispatch entry point",
+    ("at", "compositeexplicitautograd"): "an ATen composite kernel",
+    ("at", "compositeexplicitautogradnonfunctional"): "an ATen composite kernel",
+    ("at", "compositeimplicitautograd"): "an ATen composite kernel",
+    ("at", "compositeimplicitautogradnestedtensor"): "an ATen composite kernel",
+    ("at", "functionalization"): "an ATen functionalization kernel",
+    ("at", "mkldnn"): "PyTorch's oneDNN wrapper",
+    ("at", "functorch"): "a functorch batching rule",
+    ("c10", "Dispatcher"): "the operator dispatcher",
+    ("c10", "OperatorHandle"): "the operator dispatcher",
+    ("c10", "TypedOperatorHandle"): "the operator dispatcher",
+    ("c10", "KernelFunction"): "the operator dispatcher",
+    ("c10", "impl", "OperatorEntry"): "the operator dispatcher",
+    ("torch", "jit"): "TorchScript",
+    ("torch", "nn"): "a torch::nn module or functional",
+    ("torch", "autograd"): "autograd or its profiler",
+    ("torch", "optim"): "torch::optim",
+    ("torch", "profiler"): "the profiler",
+    ("torch", "inductor"): "TorchInductor",
+    ("torch", "aot_inductor"): "TorchInductor",
+    ("libkineto",): "the profiler (Kineto)",
+}
+_OPS = ("at", "_ops")
+_PROFILER_NAME = re.compile(r"RecordFunction|recordFunction|ThreadLocalCallback|GlobalCallback|clearCallbacks|"
+                            r"removeCallback|disableCallback|reenableCallback|kineto|cupti|[Pp]rofiler")
+_PYTHON_EXEC = re.compile(r"^(PyImport_\w+|PyRun_\w+|Py_CompileString\w*|PyEval_EvalCode\w*|PyEval_EvalFrame\w*|"
+                          r"PyMarshal_\w+|Py_RunMain|Py_Main)$")
+
+
+class NotALibrary(ValueError):
+    """The file is not a 64-bit little-endian ELF object this reader understands."""
+
+
+def undefined_symbols(path: Path) -> list[str]:
+    """The names a 64-bit ELF shared library (its `.dynsym`) or object file (its `.symtab`) imports: the symbols it
+    uses and does not define. Raises `NotALibrary` for anything else, truncated or inconsistent files included."""
+    path = Path(path)
+    if path.stat().st_size > MAX_LIBRARY_BYTES:
+        raise NotALibrary(f"{path.name} is larger than {MAX_LIBRARY_BYTES >> 20} MB")
+    data = path.read_bytes()
+    try:
+        return _undefined(data)
+    except (struct.error, IndexError, UnicodeDecodeError) as e:
+        raise NotALibrary(f"{path.name}: malformed ELF ({e})") from None
+
+
+def _undefined(data: bytes) -> list[str]:
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise NotALibrary("not a 64-bit little-endian ELF file")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    if shoff == 0 or shentsize < 64 or shoff + shnum * shentsize > len(data):
+        raise NotALibrary("no section headers")
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    by_type = {}
+    for sec in sections:
+        by_type.setdefault(sec[1], sec)
+    table = by_type.get(11) or by_type.get(2)  # SHT_DYNSYM for libraries, SHT_SYMTAB for object files
+    if table is None:
+        raise NotALibrary("no symbol table")
+    _, _, _, _, off, size, link, _, _, entsize = table
+    if link >= len(sections) or entsize < 24 or off + size > len(data):
+        raise NotALibrary("inconsistent symbol table")
+    str_off, str_size = sections[link][4], sections[link][5]
+    if str_off + str_size > len(data):
+        raise NotALibrary("inconsistent string table")
+    out = []
+    for pos in range(off, off + size - entsize + 1, entsize):
+        name_at, info, _, shndx = struct.unpack_from("<IBBH", data, pos)
+        if shndx != 0 or name_at == 0 or name_at >= str_size or info >> 4 == 0:  # defined, unnamed or local
+            continue
+        end = data.index(b"\0", str_off + name_at, str_off + str_size)
+        out.append(data[str_off + name_at:end].decode("ascii", "replace"))
+    return out
+
+
+def nested_name(symbol: str) -> tuple[str, ...]:
+    """The leading names of an Itanium-mangled symbol: `_ZN2at4_ops2mm4callE…` -> ("at", "_ops", "mm", "call"),
+    `_Z4gemm…` -> ("gemm",); () for a C symbol. Stops at the first template argument or special name."""
+    if not symbol.startswith("_Z"):
+        return ()
+    i, names = 2, []
+    nested = symbol.startswith("_ZN")
+    if nested:
+        i = 3
+        while i < len(symbol) and symbol[i] in "rVKRO":
+            i += 1
+        if symbol.startswith("St", i):
+            names.append("std")
+            i += 2
+    while i < len(symbol) and symbol[i].isdigit():
+        j = i
+        while j < len(symbol) and symbol[j].isdigit():
+            j += 1
+        n = int(symbol[i:j])
+        if n <= 0 or j + n > len(symbol):
+            break
+        names.append(symbol[j:j + n])
+        i = j + n
+        if not nested:
+            break
+    return tuple(names)
+
+
+@functools.lru_cache(maxsize=1)
+def _ops_structs() -> dict[str, str]:
+    """`at::_ops` struct name -> aten op name (`empty_memory_format` -> `aten::empty`), from torch's own schemas."""
+    try:
+        import torch
+
+        schemas = torch._C._jit_get_all_schemas()
+    except Exception:  # noqa: BLE001 - without torch the struct name is judged as the op name itself
+        return {}
+    out = {}
+    for s in schemas:
+        if not s.name.startswith("aten::"):
+            continue
+        base = s.name[len("aten::"):]
+        out[f"{base}_{s.overload_name}" if s.overload_name else base] = s.name
+    return out
+
+
+def symbol_violation(symbol: str, allow_vendor_libs: bool = False) -> str | None:
+    """Why importing `symbol` is not allowed, or None."""
+    parts = nested_name(symbol)
+    if parts[:2] == _OPS and len(parts) >= 3:
+        op = _ops_structs().get(parts[2], f"aten::{parts[2]}")
+        return None if aten_allowed(op) else f"calls the ATen operator {op} (at::_ops::{parts[2]})"
+    for n in (3, 2, 1):
+        what = _FORBIDDEN_NAMESPACES.get(parts[:n]) if len(parts) >= n else None
+        if what:
+            return f"calls {what}: {'::'.join(parts)}"
+    plain = "::".join(parts) if parts else symbol
+    if _PROFILER_NAME.search(plain) or _PROFILER_NAME.search(symbol):  # the name, or a profiler type it takes
+        return f"switches off or reads the profiler: {plain}"
+    if not parts and _PYTHON_EXEC.match(symbol):
+        return f"runs Python from native code: {symbol}"
+    if not allow_vendor_libs and VENDOR_PATTERNS.search(plain):
+        return f"calls a vendor math library (strict policy): {plain}"
+    return None
+
+
+def library_violations(path: Path, allow_vendor_libs: bool = False) -> list[str]:
+    """Each forbidden import of the library at `path`, as a message naming the library."""
+    try:
+        symbols = undefined_symbols(path)
+    except (NotALibrary, OSError) as e:
+        return [f"the extension library {Path(path).name} could not be inspected: {e}"]
+    out = []
+    for s in sorted(set(symbols)):
+        why = symbol_violation(s, allow_vendor_libs)
+        if why:
+            out.append(f"the built extension {why}")
+    return out

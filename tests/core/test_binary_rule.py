@@ -1,0 +1,157 @@
+"""The binary rule (`musacoder.legality.binary`): an extension library's imports, read from its ELF symbol table,
+judged whatever its source looked like."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from musacoder.build.cache import built_libraries, entry_dir
+from musacoder.legality.binary import (
+    NotALibrary, library_violations, nested_name, symbol_violation, undefined_symbols,
+)
+
+CXX = shutil.which("g++") or shutil.which("c++")
+
+
+@pytest.mark.parametrize("symbol,names", [
+    ("_ZN2at4_ops2mm4callERKNS_6TensorES4_", ("at", "_ops", "mm", "call")),
+    ("_ZNK2at10TensorBase8data_ptrIfEEPT_v", ("at", "TensorBase", "data_ptr")),
+    ("_ZN2at6native7cpublas4gemmENS1_13TransposeTypeES2_lllfPKflS4_lfPfl", ("at", "native", "cpublas", "gemm")),
+    ("_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_deleteIS1_EEPFvvE",
+     ("std", "thread", "_M_start_thread")),
+    ("_Z4gemmPKfS0_Pfi", ("gemm",)),
+    ("cublasSgemm_v2", ()),
+    ("_ZN2at99", ("at",)),  # a length running past the end stops the walk
+])
+def test_nested_name(symbol, names):
+    assert nested_name(symbol) == names
+
+
+@pytest.mark.parametrize("symbol,phrase", [
+    ("_ZN2at4_ops2mm4callERKNS_6TensorES4_", "aten::mm"),
+    ("_ZN2at4_ops8addmm_out4callE", "aten::addmm"),
+    ("_ZN2at4_ops4relu4callERKNS_6TensorE", "aten::relu"),
+    ("_ZN2at6native7cpublas4gemmENS1_13TransposeTypeES2_lllfPKflS4_lfPfl", "at::native"),
+    ("_ZN2at3cpu9clamp_minERKNS_6TensorERKN3c106ScalarE", "at::cpu"),
+    ("_ZN2at4cuda4blas4gemmIfEEvcclllN3c1013opmath_typeIT_E4typeEPKS5_lS9_lS6_PS5_l", "at::cuda::blas"),
+    ("_ZN3c1010Dispatcher9singletonEv", "dispatcher"),
+    ("_ZN5torch3jit7compileERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE", "TorchScript"),
+    ("_ZN5torch2nn10LinearImpl7forwardERKN2at6TensorE", "torch::nn"),
+    ("_ZN2at20enableRecordFunctionEb", "profiler"),
+    ("_ZN2at22addThreadLocalCallbackENS_22RecordFunctionCallbackE", "profiler"),
+    ("cuptiActivityEnable", "profiler"),
+    ("cublasSgemm_v2", "vendor"),
+    ("cudnnConvolutionForward", "vendor"),
+    ("cblas_sgemm", "vendor"),
+    ("PyRun_SimpleString", "runs Python"),
+    ("PyImport_ImportModule", "runs Python"),
+])
+def test_forbidden_imports(symbol, phrase):
+    why = symbol_violation(symbol)
+    assert why is not None and phrase in why, why
+
+
+@pytest.mark.parametrize("symbol", [
+    "_ZN2at4_ops10empty_like4callERKNS_6TensorE",
+    "_ZN2at4_ops19empty_memory_format4callEN3c108ArrayRefINS2_6SymIntEEE",  # torch::empty
+    "_ZN2at4_ops5zeros4callE", "_ZN2at4_ops5fill__6Scalar4callE", "_ZN2at4_ops8to_dtype4callE",
+    "_ZNK2at10TensorBase21__dispatch_contiguousEN3c1012MemoryFormatE",
+    "_ZNK2at10TensorBase8data_ptrIfEEPT_v",
+    "_ZN3c104cuda20getCurrentCUDAStreamEa", "_ZN3c104cuda17getStreamFromPoolEba",  # emitted by CUDAGuard.h
+    "_ZN3c104impl23ExcludeDispatchKeyGuardC1ENS_14DispatchKeySetE",  # emitted by torch/python.h
+    "_ZN2at4cuda26getCurrentDevicePropertiesEv", "_ZN3c106detail14torchCheckFailEPKcS2_jS2_",
+    "GOMP_parallel", "omp_get_thread_num", "cudaLaunchKernel", "__cudaRegisterFunction", "cudaFuncSetAttribute",
+    "PyObject_CallFunctionObjArgs", "PyEval_GetBuiltins", "memcpy", "expf",
+])
+def test_what_every_extension_imports_is_allowed(symbol):
+    assert symbol_violation(symbol) is None
+
+
+def test_vendor_libraries_follow_the_policy_switch():
+    assert symbol_violation("cublasSgemm_v2", allow_vendor_libs=True) is None
+    assert symbol_violation("_ZN2at4_ops2mm4callERKNS_6TensorES4_", allow_vendor_libs=True) is not None
+
+
+@pytest.mark.skipif(CXX is None, reason="needs a C++ compiler")
+def test_a_compiled_object_is_judged_by_what_it_calls_not_by_how_its_source_names_it(tmp_path):
+    """The source hides its calls behind an alias and token pasting; the object's symbol table still names them."""
+    src = tmp_path / "k.cpp"
+    src.write_text("""
+namespace at { namespace _ops { struct mm { static void call(); }; struct empty_like { static void call(); }; } }
+namespace at { namespace native { namespace cpublas { void gemm(int); } } }
+namespace hidden = at::native;
+#define CAT(a, b) a##b
+extern "C" void CAT(cublas, Sgemm_v2)();
+extern "C" float expf(float);
+void kernel(float* x) {
+    at::_ops::empty_like::call();
+    at::_ops::mm::call();
+    hidden::cpublas::gemm(3);
+    CAT(cublas, Sgemm_v2)();
+    x[0] = expf(x[0]);
+}
+""")
+    obj = tmp_path / "k.o"
+    subprocess.run([CXX, "-c", "-O1", str(src), "-o", str(obj)], check=True)
+    symbols = undefined_symbols(obj)
+    assert "expf" in symbols and "_ZN2at4_ops10empty_like4callEv" in symbols
+    got = " | ".join(library_violations(obj))
+    assert "aten::mm" in got and "at::native::cpublas::gemm" in got and "cublasSgemm_v2" in got, got
+    assert "empty_like" not in got and "expf" not in got
+
+
+def test_a_real_shared_library_is_read():
+    """torch's Python bindings: their dynamic imports include the interpreter's API (and agree with `nm`)."""
+    import torch
+
+    lib = Path(torch.__file__).parent / "lib" / "libtorch_python.so"
+    symbols = undefined_symbols(lib)
+    assert any(s.startswith("PyObject_") for s in symbols)
+    if shutil.which("nm"):
+        nm = subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True, text=True,
+                            check=True).stdout
+        names = {line.split()[-1].split("@")[0] for line in nm.splitlines() if line.strip()}
+        assert names == set(symbols) - {""}
+
+
+@pytest.mark.parametrize("content", [b"not an elf", b"\x7fELF\x02\x01" + b"\0" * 10, b"\x7fELF\x01\x01" + b"\0" * 60])
+def test_what_is_not_a_library_is_refused_and_named(tmp_path, content):
+    lib = tmp_path / "mc_ext.so"
+    lib.write_bytes(content)
+    with pytest.raises(NotALibrary):
+        undefined_symbols(lib)
+    got = library_violations(lib)
+    assert len(got) == 1 and "mc_ext.so could not be inspected" in got[0]
+
+
+def test_truncated_real_library_is_refused(tmp_path):
+    data = Path(sys.executable).read_bytes()
+    lib = tmp_path / "cut.so"
+    lib.write_bytes(data[: len(data) // 3])
+    with pytest.raises(NotALibrary):
+        undefined_symbols(lib)
+
+
+def test_built_libraries_reads_only_a_finished_entry_s_own_files(tmp_path):
+    key = "ab" * 32
+    entry = entry_dir(tmp_path / "cache", key)
+    (entry / "lite").mkdir(parents=True)
+    (entry / "lite" / "mc_ext.so").write_bytes(b"x")
+    assert built_libraries(key, [tmp_path / "cache"]) is None  # not finished
+    (entry / "done").write_text(str(entry / "lite"))
+    assert built_libraries(key, [tmp_path / "cache"]) == [entry / "lite" / "mc_ext.so"]
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "other.so").write_bytes(b"x")
+    (entry / "done").write_text(str(outside))  # a `done` naming a folder outside its entry is not followed
+    assert built_libraries(key, [tmp_path / "cache"]) is None
+    private = tmp_path / "work" / "mc-build" / key  # a worker's private build: `root/key`
+    private.mkdir(parents=True)
+    (private / "mc_ext.so").write_bytes(b"x")
+    (private / "done").write_text("")
+    assert built_libraries(key, [tmp_path / "cache", tmp_path / "work" / "mc-build"]) == [private / "mc_ext.so"]
