@@ -71,6 +71,19 @@ def test_bundle_keeps_a_cached_compile_failure_and_refuses_paths_out(tmp_path):
         assert tar.getnames() == []
 
 
+def test_a_bundle_whose_marker_leaves_its_entry_is_not_installed(tmp_path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in ((f"{KEY}/done.rel", b"../.."), (f"{KEY}/lite/mc_ext.so", b"\x7fELF")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    node = tmp_path / "node"
+    assert install_builds(node, buf.getvalue()) == []
+    assert not (node / "ext" / KEY[:2] / KEY).exists()
+    assert not [p for p in (node / "ext" / KEY[:2]).iterdir() if p.name.startswith(".")]  # no staging left behind
+
+
 def test_serve_ray_without_ray_exits_2(monkeypatch):
     import typer
 

@@ -50,11 +50,17 @@ def _check(request) -> tuple[dict, str]:
     return kwargs, request["backend"]
 
 
+class BuildDeadline(Exception):
+    """A build asked for too late to finish before the request's deadline: the request timed out (the candidate
+    spent its time elsewhere), not a compile error."""
+
+
 def serve(request, cache_dir: Path, builder, deadline: float, env=None) -> dict:
     """Answer one worker's build request: `{"key", "ok", "log"?, "fast"?, "cached"}`. `builder(msg, timeout_s,
     installer)` runs one `op_build` request in a fresh sandboxed worker and, if it built, calls `installer(stage,
     reply)` with the builder's `stage` folder before that worker is gone (`Sandbox.build_in_builder`). `env` is the
-    worker's environment, whose toolchain variables are part of the key (`build_key`)."""
+    worker's environment, whose toolchain variables are part of the key (`build_key`). Raises `BuildDeadline` when a
+    build is needed and under a second of the deadline is left (the request timed out)."""
     kwargs, backend = _check(request)
     key = build_key(kwargs, backend, env)
     entry = entry_dir(cache_dir, key)
@@ -67,13 +73,13 @@ def serve(request, cache_dir: Path, builder, deadline: float, env=None) -> dict:
             return {"key": key, "ok": False, "cached": True, "log": (entry / "error.log").read_text()}
         left = deadline - time.monotonic()
         if left <= 1:
-            return {"key": key, "ok": False, "cached": False, "log": "no time left to build before the deadline"}
+            raise BuildDeadline(f"no time left to build before the request's deadline ({max(left, 0.0):.1f} s)")
         reply = builder({"op": "build", "key": key, "kwargs": kwargs, "backend": backend}, left,
                         lambda stage, built: install(stage, entry, str(built.get("rel") or ".")))
         if not reply.get("ok"):
             log = str(reply.get("log") or reply.get("error") or "the build failed")
             if reply.get("deterministic") is True:
-                _install_failure(entry, log)
+                install_failure(entry, log)
             return {"key": key, "ok": False, "cached": False, "log": log}
         return {"key": key, "ok": True, "cached": False, "fast": reply.get("fast")}
 
@@ -114,7 +120,9 @@ def install(stage: Path, entry: Path, rel: str) -> None:
         raise
 
 
-def _install_failure(entry: Path, log: str) -> None:
+def install_failure(entry: Path, log: str) -> None:
+    """Remember a deterministic compiler failure as the entry's `error.log`, put into place by one rename. The caller
+    holds the key's lock."""
     if entry.exists():
         shutil.rmtree(entry)
     tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name[:16]}-", dir=entry.parent))

@@ -335,6 +335,8 @@ class Sandbox:
                     self.served_keys.append(answer["key"])
             except broker.BuildRequestError as e:
                 answer = {"key": None, "ok": False, "log": str(e)}
+            except broker.BuildDeadline as e:
+                raise WorkerTimeout(str(e)) from None
             try:
                 protocol.send(self.to_worker, answer)
             except (BrokenPipeError, OSError):

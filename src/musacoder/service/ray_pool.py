@@ -122,9 +122,13 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 def install_builds(cache_dir: Path, bundle: bytes) -> list[str]:
     """Unpack a `pack_builds` bundle into this node's cache; returns the keys installed now (entries already there
-    are left alone). Takes the cache's own per-key lock, so workers building the same key here wait for it."""
+    are left alone). Each entry is unpacked into a staging folder and installed the one way the build broker
+    installs a build (`musacoder.build.broker.install`: regular files only, `done` last, one rename), under the
+    key's own lock, so workers building the same key here wait for it."""
     import fcntl
+    import tempfile
 
+    from musacoder.build import broker
     from musacoder.judge.isolation import open_cache, seal_entry
 
     installed = []
@@ -137,24 +141,33 @@ def install_builds(cache_dir: Path, bundle: bytes) -> list[str]:
             members.setdefault(key, []).append(m)
         for key, files in members.items():
             entry = entry_dir(cache_dir, key)
-            entry.mkdir(parents=True, exist_ok=True)
-            with open(entry.parent / f"{key}.lock", "w") as lock:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            with open(entry.parent / f"{key}.lock", "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if (entry / "done").exists() or (entry / "error.log").exists():
                     continue
-                rel = None
-                for m in files:
-                    name = m.name.split("/", 1)[1]
-                    if name == "done.rel":
-                        rel = tar.extractfile(m).read().decode().strip()
-                        continue
-                    target = (entry / name).resolve()
-                    if not target.is_relative_to(entry.resolve()):
-                        continue  # a bundle names only files inside its entry
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(tar.extractfile(m).read())
-                if rel is not None:  # the marker last: an entry is usable only once it is whole
-                    (entry / "done").write_text(str((entry / rel).resolve()))
+                with tempfile.TemporaryDirectory(prefix=".bundle-", dir=entry.parent) as staging:
+                    stage = Path(staging)
+                    rel = log = None
+                    for m in files:
+                        name = m.name.split("/", 1)[1]
+                        data = tar.extractfile(m).read()
+                        if name == "done.rel":
+                            rel = data.decode().strip()
+                        elif name == "error.log":
+                            log = data.decode(errors="replace")
+                        elif (target := (stage / name).resolve()).is_relative_to(stage.resolve()):
+                            target.parent.mkdir(parents=True, exist_ok=True)  # a bundle names only its own files
+                            target.write_bytes(data)
+                    try:
+                        if rel is not None:
+                            broker.install(stage, entry, rel)
+                        elif log is not None:
+                            broker.install_failure(entry, log)
+                        else:
+                            continue
+                    except broker.BuildRequestError:
+                        continue  # a marker naming a folder outside the entry: not installed
                 installed.append(key)
                 if os.getuid() == 0:  # workers running as uids of their own (the `uid` layer) load it, none changes it
                     seal_entry(entry)
