@@ -50,6 +50,9 @@ def test_nested_name(symbol, names):
     ("cblas_sgemm", "vendor"),
     ("PyRun_SimpleString", "runs Python"),
     ("PyImport_ImportModule", "runs Python"),
+    ("dlsym", "by name at run time"),
+    ("dl_iterate_phdr", "by name at run time"),
+    ("_ZN3c1014DynamicLibrary3symEPKc", "by name at run time"),
 ])
 def test_forbidden_imports(symbol, phrase):
     why = symbol_violation(symbol)

@@ -15,7 +15,9 @@ the trusted side reads the library's imports and rejects:
 - anything that switches off or reads the profiler's callbacks (`RecordFunction`, `at::enableRecordFunction`,
   Kineto, CUPTI);
 - vendor math libraries (cuBLAS, cuDNN, MKL, oneDNN, OpenBLAS …), unless the policy allows them;
-- code that calls back into the Python interpreter to run source (`PyImport_*`, `PyRun_*`, `Py_CompileString*`).
+- code that calls back into the Python interpreter to run source (`PyImport_*`, `PyRun_*`, `Py_CompileString*`);
+- looking up or loading code by a name made at run time (`dlopen`, `dlsym`, `dl_iterate_phdr` …), the way round an
+  import table.
 
 What the library does with files, processes and syscalls is left to the sandbox, which contains it whatever the
 binary holds; the rules here are about what the kernel computes with and what would blind the verifier. Symbols that
@@ -71,6 +73,8 @@ _FORBIDDEN_NAMESPACES = {
 _OPS = ("at", "_ops")
 _PROFILER_NAME = re.compile(r"RecordFunction|recordFunction|ThreadLocalCallback|GlobalCallback|clearCallbacks|"
                             r"removeCallback|disableCallback|reenableCallback|kineto|cupti|[Pp]rofiler")
+# looking up or loading code by a name made at run time: the way round an import table
+_DYNAMIC_LOOKUP = re.compile(r"^(dlopen|dlmopen|dlsym|dlvsym|dlinfo|dl_iterate_phdr)$")
 _PYTHON_EXEC = re.compile(r"^(PyImport_\w+|PyRun_\w+|Py_CompileString\w*|PyEval_EvalCode\w*|PyEval_EvalFrame\w*|"
                           r"PyMarshal_\w+|Py_RunMain|Py_Main)$")
 
@@ -181,6 +185,8 @@ def symbol_violation(symbol: str, allow_vendor_libs: bool = False) -> str | None
     plain = "::".join(parts) if parts else symbol
     if _PROFILER_NAME.search(plain) or _PROFILER_NAME.search(symbol):  # the name, or a profiler type it takes
         return f"switches off or reads the profiler: {plain}"
+    if not parts and _DYNAMIC_LOOKUP.match(symbol) or parts[:2] == ("c10", "DynamicLibrary"):
+        return f"looks up or loads code by name at run time: {plain}"
     if not parts and _PYTHON_EXEC.match(symbol):
         return f"runs Python from native code: {symbol}"
     if not allow_vendor_libs and VENDOR_PATTERNS.search(plain):
