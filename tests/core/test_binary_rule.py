@@ -158,3 +158,47 @@ def test_built_libraries_reads_only_a_finished_entry_s_own_files(tmp_path):
     (private / "mc_ext.so").write_bytes(b"x")
     (private / "done").write_text("")
     assert built_libraries(key, [tmp_path / "cache", tmp_path / "work" / "mc-build"]) == [private / "mc_ext.so"]
+
+
+@pytest.mark.skipif(CXX is None, reason="needs a C++ compiler")
+def test_the_verification_judges_every_library_its_candidate_loaded(tmp_path):
+    """`_Run._check_binaries`: libraries found by build key in the cache, a key only the broker served, and a library
+    another builder (torch_musa's) left in the worker's folder; one named outside that folder is not read."""
+    from types import SimpleNamespace
+
+    from musacoder.config import VerifyConfig
+    from musacoder.judge.pipeline import _Run, _Stop
+    from musacoder.records import Task
+
+    def library(where: Path, calls: str) -> Path:
+        src = tmp_path / f"{where.name}.cpp"
+        src.write_text(f"namespace at {{ namespace _ops {{ struct {calls} {{ static void call(); }}; }} }}\n"
+                       f"void k() {{ at::_ops::{calls}::call(); }}\n")
+        where.mkdir(parents=True, exist_ok=True)
+        subprocess.run([CXX, "-c", str(src), "-o", str(where / "mc_ext.so")], check=True)
+        return where / "mc_ext.so"
+
+    cache, work = tmp_path / "cache", tmp_path / "work"
+    clean, served = "ab" * 32, "cd" * 32
+    for key, op in ((clean, "empty_like"), (served, "mm")):
+        library(entry_dir(cache, key) / "lite", op)
+        (entry_dir(cache, key) / "done").write_text(str(entry_dir(cache, key) / "lite"))
+    musa_lib = library(work / "torch_extensions" / "m", "bmm")
+
+    def run(builds, served_keys=()):
+        r = _Run(Task(name="t", source="", overrides={}), "", "cpu", VerifyConfig(cache_dir=cache))
+        sb = SimpleNamespace(served_keys=list(served_keys), workdir=work)
+        try:
+            r._check_binaries(sb, builds)
+        except _Stop as stop:
+            return str(stop), r.v
+        return "passed", r.v
+
+    status, v = run([{"key": clean, "ok": True}])
+    assert status == "passed" and v.stages["binary_legality"] == "ok"
+    status, v = run([{"key": clean, "ok": True}], served_keys=[served])
+    assert status == "illegal" and "aten::mm" in " ".join(v.violations)
+    status, v = run([{"key": None, "ok": True, "library": str(musa_lib)}])
+    assert status == "illegal" and "aten::bmm" in " ".join(v.violations)
+    status, v = run([{"key": None, "ok": True, "library": str(tmp_path / "elsewhere.so")}])
+    assert status == "passed" and any("elsewhere.so" in f for f in v.flags)

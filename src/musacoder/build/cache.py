@@ -404,7 +404,7 @@ def make_counted_load_inline(real_load_inline, record: BuildRecord):
                                   "seconds": time.perf_counter() - t0, "ok": False})
             raise BuildError(record.error_log) from None
         record.builds.append({"name": str(name), "key": None, "cached": False, "seconds": time.perf_counter() - t0,
-                              "ok": True, "fast": None})
+                              "ok": True, "fast": None, "library": getattr(module, "__file__", None)})
         return _wrap_module(module, kwargs.get("functions"), record, str(name))
 
     return counted_load_inline

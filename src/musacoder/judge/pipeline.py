@@ -380,9 +380,11 @@ class _Run:
         from musacoder.legality.binary import library_violations
 
         v = self.v
-        keys = {b.get("key") for b in builds if isinstance(b, dict) and b.get("ok") is not False}
-        keys = sorted(k for k in keys | set(sb.served_keys) if is_build_key(k))
-        if not keys:
+        ok = [b for b in builds if isinstance(b, dict) and b.get("ok") is not False]
+        keys = sorted(k for k in {b.get("key") for b in ok} | set(sb.served_keys) if is_build_key(k))
+        # a builder other than the cache's (torch_musa's) builds in the worker's own folder and names its library
+        private = [Path(b["library"]) for b in ok if b.get("key") is None and isinstance(b.get("library"), str)]
+        if not keys and not private:
             return
         bad, missing = [], []
         for key in keys:
@@ -391,6 +393,11 @@ class _Run:
                 missing.append(key[:12])
             for lib in libs or []:
                 bad += library_violations(lib, self.cfg.allow_vendor_libs)
+        for lib in private:
+            if lib.resolve().is_relative_to(sb.workdir.resolve()) and lib.is_file():
+                bad += library_violations(lib, self.cfg.allow_vendor_libs)
+            else:
+                missing.append(lib.name)
         if missing:
             v.flags.append(f"binary rule: no finished library found for build(s) {', '.join(missing)}")
         if bad:
