@@ -5,7 +5,8 @@ For every candidate under --candidates (default `benchmarks/candidates/cuda/leve
 
 1. port it (`musacoder.port.kernelbench.port_source`): the port must be complete (no unmapped name);
 2. with --compile, compile the ported sources with nvcc through the shim header, CUDA names poisoned
-   (`musacoder.port.compile_check`; ~1 min per candidate on 2 cores);
+   (`musacoder.port.compile_check`; `--compile-batch` candidates to one translation unit, since torch's headers
+   are most of the cost: ~1.5 min per batch of 12 on 2 cores, a failed batch compiled again one by one);
 3. on a GPU (skipped with --dry-run, and automatically without CUDA), verify the original with MooreEval's `cuda`
    backend and the port with its `musa` backend running on the CUDA shim (`MUSACODER_MUSA_SHIM=cuda`: `torch_musa`,
    `torch.musa` and the `musa` device stand in through `musacoder.port.shim`, the ported C++ compiles through the
@@ -14,7 +15,8 @@ For every candidate under --candidates (default `benchmarks/candidates/cuda/leve
 
 Prints a table and writes JSON:
     python benchmarks/musa_roundtrip.py --kernelbench-dir .kb --json musa_roundtrip.json [--max-input-mb 256]
-        [--only 'level1/19_*'] [--limit N] [--workers 8] [--log verdicts.jsonl] [--compile] [--dry-run] [--no-timing]
+        [--only 'level1/19_*'] [--limit N] [--workers 8] [--log verdicts.jsonl] [--compile [--compile-batch 12]]
+        [--dry-run] [--no-timing]
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append")
     ap.add_argument("--max-input-mb", type=float, default=1e9, help="shrink tasks above this (default: task sizes)")
     ap.add_argument("--compile", action="store_true", help="compile each port with nvcc through the shim header")
+    ap.add_argument("--compile-batch", type=int, default=12,
+                    help="ported candidates per translation unit (a failed batch is compiled again one by one)")
     ap.add_argument("--dry-run", action="store_true", help="port (and --compile) only; no MooreEval verification")
     ap.add_argument("--limit", type=int, default=0, help="first N candidates only (0: all)")
     ap.add_argument("--workers", type=int, default=8, help="verifications in flight (GPU)")
@@ -103,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             dry = True
     if not dry:
         os.environ["MUSACODER_MUSA_SHIM"] = "cuda"  # the musa backend runs on the CUDA shim (workers inherit it)
-    rows, to_verify = [], []
+    rows, to_verify, to_compile = [], [], []
     for key, task_path, cand in candidate_pairs(a.kernelbench_dir, a.candidates, a.only):
         if a.limit and len(rows) >= a.limit:
             break
@@ -117,20 +121,27 @@ def main(argv: list[str] | None = None) -> int:
         row.update(port="complete" if rep.complete else "incomplete", rewrites=sum(rep.mapped.values()),
                    unmapped=sorted(rep.unmapped))
         if a.compile:
-            from musacoder.port.compile_check import compile_ported
-
-            res = compile_ported(ported, key)
-            row.update(compile="ok" if res.ok else "failed", compile_s=round(res.seconds, 1))
-            if not res.ok:
-                row["compile_log"] = res.log[-1500:]
+            to_compile.append((row, ported))
         if not dry:
             if task_path is None:
                 row["verify"] = "no task file"
             else:
                 to_verify.append((row, task_path, original, ported))
         rows.append(row)
-        if dry:
-            print(json.dumps({k: row[k] for k in row if k not in ("compile_log",)}), flush=True)
+        if dry and not a.compile:
+            print(json.dumps(row), flush=True)
+    if to_compile:
+        from musacoder.port.compile_check import compile_ported_many
+
+        got = compile_ported_many([(r["candidate"], text) for r, text in to_compile], batch=a.compile_batch,
+                                  progress=lambda k, n: print(f"compiled {k}/{n}", file=sys.stderr, flush=True))
+        for row, _ in to_compile:
+            res = got[row["candidate"]]
+            row.update(compile="ok" if res.ok else "failed", compile_s=round(res.seconds, 1))
+            if not res.ok:
+                row["compile_log"] = res.log[-1500:]
+            if dry:
+                print(json.dumps({k: row[k] for k in row if k != "compile_log"}), flush=True)
     if to_verify:
         _verify_all(to_verify, a)
 

@@ -152,6 +152,79 @@ def compile_ported(text: str, where: str = "<candidate>", arch: str = "sm_90", p
         return CompileResult(r.returncode == 0, time.perf_counter() - t0, (r.stdout + r.stderr)[-8000:], cmd)
 
 
+_DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)", re.M)
+_ERROR_LINE = re.compile(r"ported\.cu(?:\((\d+)\)|:(\d+):)")
+
+
+def batch_unit(items: list[tuple[list[str], list[str]]], poison: bool = True) -> tuple[str, list[int]]:
+    """One `.cu` file for several ported candidates (`(cpp, musa)` each) and the line where each one's code starts:
+    every `#include` hoisted to the top (then the poison, as for one candidate), each candidate's code in a
+    namespace of its own, and the macros it defines undefined after it, so the candidates cannot see one another."""
+    includes: list[str] = []
+    chunks: list[str] = []
+    for i, (cpp, musa) in enumerate(items):
+        text = "\n".join(musa) + "\n\n// cpp_sources\n" + "\n".join(cpp)
+        body = []
+        for line in text.splitlines():
+            if _INCLUDE_LINE.match(line):
+                if line.strip() not in includes and "pragma" not in line:
+                    includes.append(line.strip())
+            else:
+                body.append(line)
+        undefs = "".join(f"#undef {m}\n" for m in dict.fromkeys(_DEFINE.findall(text)))
+        chunks.append(f"namespace musa_port_{i} {{\n" + "\n".join(body) + f"\n}}  // namespace musa_port_{i}\n{undefs}")
+    head = PRELUDE + "\n".join(includes) + "\n" + (poison_pragma() if poison else "") + "\n"
+    starts, line = [], head.count("\n") + 1
+    for chunk in chunks:
+        starts.append(line)
+        line += chunk.count("\n")
+    return head + "".join(chunks), starts
+
+
+def compile_ported_many(items: list[tuple[str, str]], arch: str = "sm_90", batch: int = 12, poison: bool = True,
+                        progress=None) -> dict[str, CompileResult]:
+    """Compile many ported candidates (`(where, text)` each), `batch` to one translation unit: parsing torch's
+    headers is most of a compile, so a batch costs little more than one candidate. A batch that fails is not held
+    against its candidates: the ones nvcc's errors point at, or all of them if it names none, are compiled alone
+    (`compile_ported`), and only that decides. Every candidate of a batch that compiled gets the batch's result
+    (its `seconds` the batch's share). `progress(done, total)` is called after each batch."""
+    out: dict[str, CompileResult] = {}
+    for b in range(0, len(items), max(1, batch)):
+        group = items[b:b + max(1, batch)]
+        parsed = []
+        for where, text in group:
+            try:
+                parsed.append((where, text, *extract_sources(text, where)))
+            except SourceError as e:
+                out[where] = CompileResult(False, 0.0, f"sources could not be read: {e}", [])
+        if parsed:
+            unit, starts = batch_unit([(cpp, musa) for _, _, cpp, musa in parsed], poison)
+            with tempfile.TemporaryDirectory(prefix="musa_port_") as tmp:
+                cu = Path(tmp) / "ported.cu"
+                cu.write_text(unit)
+                cmd = nvcc_command(cu, cu.with_suffix(".o"), arch)
+                t0 = time.perf_counter()
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                seconds = time.perf_counter() - t0
+            if r.returncode == 0:
+                for where, *_ in parsed:
+                    out[where] = CompileResult(True, seconds / len(parsed), "", cmd)
+            else:
+                lines = [int(a or b_) for a, b_ in _ERROR_LINE.findall(r.stdout + r.stderr)]
+                blamed = {max((i for i, s0 in enumerate(starts) if s0 <= n), default=-1) for n in lines} - {-1}
+                for i, (where, text, *_) in enumerate(parsed):
+                    if blamed and i not in blamed:
+                        out[where] = None  # compiled again below with the next batch's leftovers
+                    else:
+                        out[where] = compile_ported(text, where, arch, poison)
+                retry = [(w, t) for w, t, *_ in parsed if out[w] is None]
+                if retry:
+                    out.update(compile_ported_many(retry, arch, batch, poison))
+        if progress:
+            progress(min(b + len(group), len(items)), len(items))
+    return out
+
+
 def _main(argv: list[str]) -> int:
     """`python -m musacoder.port.compile_check PORTED.py …`: compile each, print ok/failed."""
     bad = 0
@@ -168,4 +241,5 @@ if __name__ == "__main__":
     sys.exit(_main(sys.argv[1:]))
 
 
-__all__ = ["CompileResult", "SourceError", "compile_ported", "extract_sources", "nvcc_available", "HEADERS"]
+__all__ = ["CompileResult", "SourceError", "compile_ported", "compile_ported_many", "extract_sources", "nvcc_available",
+           "HEADERS"]
