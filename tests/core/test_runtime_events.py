@@ -65,3 +65,26 @@ def test_the_worker_s_profiler_sees_an_op_on_another_thread():
             t.join()
     rep = analyse_events(prof.events())
     assert any(op.startswith("aten::relu (called on another thread") for op in rep.illegal_ops), rep.illegal_ops
+
+
+def test_own_kernels_are_matched_by_their_function_name():
+    from musacoder.legality.runtime import own_kernels
+
+    kernels = [
+        "relu_kernel(float const*, float*, long)",
+        "void softmax_kernel<256>(float const*, float*, int)",
+        "(anonymous namespace)::scan_kernel(float const*, float*, int)",
+        "cand::gemm_tile(float const*, float const*, float*, int)",
+        "extern_c_kernel",
+        "add_kernel_0d1d2de",  # Triton's specialisation suffix
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+        "(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)",
+        "ampere_sgemm_128x64_tn",
+    ]
+    assert own_kernels(kernels, ["relu_kernel"]) == [kernels[0]]
+    assert own_kernels(kernels, ["softmax_kernel", "scan_kernel", "gemm_tile"]) == kernels[1:4]
+    assert own_kernels(kernels, ["extern_c_kernel", "add_kernel"]) == kernels[4:6]
+    # a one-letter kernel name is not found inside another kernel's name, nor is a name borrowed from ATen's
+    assert own_kernels(kernels, ["k", "e", "a"]) == []
+    assert own_kernels(kernels, ["vectorized_elementwise_kernel"]) == []
+    assert own_kernels(kernels, ["sgemm"]) == []

@@ -42,7 +42,7 @@ from musacoder.judge.inputs import make_init_inputs, make_inputs, nbytes, seed_f
 from musacoder.judge.sandbox import Sandbox, WorkerDied, WorkerStartFailed, WorkerTimeout
 from musacoder.judge.slots import (DEVICE_SLOTS, HOST_HOLD_BYTES, TRUSTED_FIXED, WORKER_FIXED, Footprint, GiB,
                                    footprint, memory_budget, memory_violations)
-from musacoder.legality.runtime import VENDOR_KERNEL, python_compute_violations
+from musacoder.legality.runtime import VENDOR_KERNEL, own_kernels, python_compute_violations
 from musacoder.legality.static import check_static
 from musacoder.records import BACKENDS, Task, Timing, TrialResult, Verdict
 from musacoder.reward import kernel_reward
@@ -615,7 +615,7 @@ class _Run:
         out += [f"forward changed global state: {c}" for c in rep.global_state]
         kernels = rep.device_kernels
         if self.device.startswith("cuda") and self.v.backend in ("cuda", "triton"):
-            own = [k for k in kernels if any(name in k for name in self.static.kernel_defs)]
+            own = own_kernels(kernels, self.static.kernel_defs)
             if not own:
                 out.append("none of the candidate's own GPU kernels (" + ", ".join(self.static.kernel_defs[:5]) +
                            ") appeared in the profiler's CUDA kernel list")

@@ -34,6 +34,23 @@ FORWARD_RANGE = "musacoder::candidate_forward"  # the worker's range around each
 VENDOR_KERNEL = re.compile(r"cublas|cudnn|cutlass_80|sm\d+_xmma|nvjet|gemv2|gemmk|ampere_sgemm|volta_sgemm|magma", re.I)
 
 
+def own_kernels(kernels: list[str], defs: list[str]) -> list[str]:
+    """The device kernels (profiler names: demangled signatures such as `void relu_kernel<256>(float const*, …)`, or
+    bare names) that are the candidate's own `defs`: the name must stand as the kernel's function name, not as a
+    part of another (a kernel named `k` is not `elementwise_kernel`), optionally with Triton's specialisation
+    suffix (`_0d1d2de`), and not inside PyTorch's namespaces (a kernel named like one of ATen's is not the
+    candidate's when ATen's ran)."""
+    out = []
+    for k in kernels:
+        for name in defs:
+            m = re.search(r"(?<![\w:])((?:\w+::|\(anonymous namespace\)::)*)" + re.escape(name) + r"(?:_\d\w*)?(?!\w)",
+                          k)
+            if m and not m.group(1).startswith(("at::", "c10::", "cub::", "thrust::", "cutlass::")):
+                out.append(k)
+                break
+    return out
+
+
 def aten_allowed(op: str) -> bool:
     name = op.removeprefix("aten::")
     return name in ALLOWED_ATEN or name.startswith(ALLOWED_PREFIXES)
