@@ -202,3 +202,59 @@ def test_the_verification_judges_every_library_its_candidate_loaded(tmp_path):
     assert status == "illegal" and "aten::bmm" in " ".join(v.violations)
     status, v = run([{"key": None, "ok": True, "library": str(tmp_path / "elsewhere.so")}])
     assert status == "passed" and any("elsewhere.so" in f for f in v.flags)
+
+
+def _elf(names: list[str], strtab: bytes | None = None) -> bytes:
+    """A minimal ELF64 library: a `.dynstr` and a `.dynsym` importing `names` (undefined global functions)."""
+    import struct
+
+    table = strtab if strtab is not None else b"\0" + b"".join(n.encode() + b"\0" for n in names)
+    syms, at = [b"\0" * 24], 1
+    for n in names:
+        syms.append(struct.pack("<IBBHQQ", at, 0x12, 0, 0, 0, 0))
+        at += len(n) + 1
+    symtab = b"".join(syms)
+    str_off, sym_off = 64, 64 + len(table)
+    sh_off = sym_off + len(symtab)
+    sections = [b"\0" * 64,
+                struct.pack("<IIQQQQIIQQ", 0, 11, 0, 0, sym_off, len(symtab), 2, 1, 8, 24),  # SHT_DYNSYM
+                struct.pack("<IIQQQQIIQQ", 0, 3, 0, 0, str_off, len(table), 0, 0, 1, 0)]  # SHT_STRTAB
+    header = b"\x7fELF\x02\x01\x01" + b"\0" * 9 + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, sh_off, 0, 64, 0, 0,
+                                                               64, len(sections), 0)
+    return header + table + symtab + b"".join(sections)
+
+
+def test_a_hand_made_library_is_read_and_judged(tmp_path):
+    lib = tmp_path / "mc_ext.so"
+    lib.write_bytes(_elf(["expf", "_ZN2at4_ops2mm4callEv", "_ZN2at4_ops10empty_like4callEv"]))
+    assert undefined_symbols(lib) == ["expf", "_ZN2at4_ops2mm4callEv", "_ZN2at4_ops10empty_like4callEv"]
+    assert [v for v in library_violations(lib) if "aten::mm" in v] and len(library_violations(lib)) == 1
+
+
+def test_a_string_table_without_its_terminator_is_refused(tmp_path):
+    lib = tmp_path / "mc_ext.so"
+    lib.write_bytes(_elf(["cublasSgemm_v2"], strtab=b"\0cublasSgemm_v2"))  # the name runs off the table's end
+    with pytest.raises(NotALibrary):
+        undefined_symbols(lib)
+
+
+def test_a_corrupted_library_is_refused_never_a_crash(tmp_path):
+    """Bytes of a real library overwritten at random (headers included): the reader either reads a symbol list or
+    refuses the file; it never raises anything else."""
+    import random
+
+    import torch
+
+    original = (Path(torch.__file__).parent / "lib" / "libc10.so").read_bytes()
+    rng = random.Random(7)
+    lib = tmp_path / "mc_ext.so"
+    for _ in range(60):
+        data = bytearray(original)
+        for _ in range(rng.randint(1, 8)):
+            at = rng.choice([rng.randrange(0, 64), rng.randrange(len(data) - 4096, len(data)), rng.randrange(len(data))])
+            data[at] = rng.randrange(256)
+        lib.write_bytes(bytes(data))
+        try:
+            assert isinstance(undefined_symbols(lib), list)
+        except NotALibrary:
+            pass

@@ -92,7 +92,9 @@ def undefined_symbols(path: Path) -> list[str]:
     data = path.read_bytes()
     try:
         return _undefined(data)
-    except (struct.error, IndexError, UnicodeDecodeError) as e:
+    except NotALibrary:
+        raise
+    except (struct.error, IndexError, ValueError) as e:  # a file made to be read wrong: refused, never a crash
         raise NotALibrary(f"{path.name}: malformed ELF ({e})") from None
 
 
