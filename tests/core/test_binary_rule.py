@@ -231,6 +231,51 @@ def test_a_hand_made_library_is_read_and_judged(tmp_path):
     assert [v for v in library_violations(lib) if "aten::mm" in v] and len(library_violations(lib)) == 1
 
 
+def _elf_loaded_with(listed: list[str], bound: list[str]) -> bytes:
+    """A library whose section headers list `listed` (a harmless `.dynsym`) while its dynamic segment, which the
+    loader reads, binds `bound` through relocations."""
+    import struct
+
+    def tables(names):
+        strtab = b"\0" + b"".join(n.encode() + b"\0" for n in names)
+        syms, at = [b"\0" * 24], 1
+        for n in names:
+            syms.append(struct.pack("<IBBHQQ", at, 0x12, 0, 0, 0, 0))
+            at += len(n) + 1
+        return strtab, b"".join(syms)
+
+    decoy_str, decoy_sym = tables(listed)
+    real_str, real_sym = tables(bound)
+    rela = b"".join(struct.pack("<QQq", 0, (i << 32) | 7, 0) for i in range(1, len(bound) + 1))
+    off = 64 + 2 * 56
+    layout = {}
+    for name, blob in (("decoy_str", decoy_str), ("decoy_sym", decoy_sym), ("real_str", real_str),
+                       ("real_sym", real_sym), ("rela", rela)):
+        layout[name] = off
+        off += len(blob)
+    dyn = b"".join(struct.pack("<qQ", t, v) for t, v in (
+        (5, layout["real_str"]), (6, layout["real_sym"]), (10, len(real_str)), (11, 24),
+        (7, layout["rela"]), (8, len(rela)), (9, 24), (0, 0)))
+    dyn_off = off
+    sh_off = dyn_off + len(dyn)
+    phdrs = (struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, sh_off, sh_off, 4096) +
+             struct.pack("<IIQQQQQQ", 2, 6, dyn_off, dyn_off, dyn_off, len(dyn), len(dyn), 8))
+    sections = [b"\0" * 64,
+                struct.pack("<IIQQQQIIQQ", 0, 11, 0, 0, layout["decoy_sym"], len(decoy_sym), 2, 1, 8, 24),
+                struct.pack("<IIQQQQIIQQ", 0, 3, 0, 0, layout["decoy_str"], len(decoy_str), 0, 0, 1, 0)]
+    header = b"\x7fELF\x02\x01\x01" + b"\0" * 9 + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 64, sh_off, 0, 64, 56, 2,
+                                                               64, len(sections), 0)
+    return header + phdrs + decoy_str + decoy_sym + real_str + real_sym + rela + dyn + b"".join(sections)
+
+
+def test_imports_are_read_the_way_the_loader_reads_them(tmp_path):
+    """A `.dynsym` section that lists only harmless names does not hide what the dynamic segment binds."""
+    lib = tmp_path / "mc_ext.so"
+    lib.write_bytes(_elf_loaded_with(["expf"], ["_ZN2at4_ops2mm4callEv", "memcpy"]))
+    assert set(undefined_symbols(lib)) == {"expf", "_ZN2at4_ops2mm4callEv", "memcpy"}
+    assert any("aten::mm" in v for v in library_violations(lib))
+
+
 def test_a_string_table_without_its_terminator_is_refused(tmp_path):
     lib = tmp_path / "mc_ext.so"
     lib.write_bytes(_elf(["cublasSgemm_v2"], strtab=b"\0cublasSgemm_v2"))  # the name runs off the table's end

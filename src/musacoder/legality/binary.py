@@ -84,8 +84,10 @@ class NotALibrary(ValueError):
 
 
 def undefined_symbols(path: Path) -> list[str]:
-    """The names a 64-bit ELF shared library (its `.dynsym`) or object file (its `.symtab`) imports: the symbols it
-    uses and does not define. Raises `NotALibrary` for anything else, truncated or inconsistent files included."""
+    """The names a 64-bit ELF shared library or object file imports: the undefined symbols its section headers list
+    (`.dynsym` for a library, `.symtab` for an object file) and, for a library, those the dynamic loader binds through
+    its relocations (`_dynamic_view`). Raises `NotALibrary` for anything else, truncated or inconsistent files
+    included."""
     path = Path(path)
     if path.stat().st_size > MAX_LIBRARY_BYTES:
         raise NotALibrary(f"{path.name} is larger than {MAX_LIBRARY_BYTES >> 20} MB")
@@ -101,6 +103,76 @@ def undefined_symbols(path: Path) -> list[str]:
 def _undefined(data: bytes) -> list[str]:
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         raise NotALibrary("not a 64-bit little-endian ELF file")
+    listed = _section_view(data)
+    bound = _dynamic_view(data)
+    return listed + [s for s in dict.fromkeys(bound or []) if s not in set(listed)]
+
+
+def _dynamic_view(data: bytes) -> list[str] | None:
+    """The undefined symbols the dynamic loader binds: those named by the relocations of the `PT_DYNAMIC` segment,
+    read the way the loader reads them (section headers are not needed to load a library, so a library could carry
+    a harmless `.dynsym` section beside the tables it is really loaded with). None for a file without program
+    headers (an object file)."""
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    if phnum == 0:
+        return None
+    if phentsize < 56 or phoff + phnum * phentsize > len(data):
+        raise NotALibrary("inconsistent program headers")
+    loads, dynamic = [], None
+    for i in range(phnum):
+        p_type, _, p_offset, p_vaddr, _, p_filesz, _, _ = struct.unpack_from("<IIQQQQQQ", data, phoff + i * phentsize)
+        if p_type == 1:  # PT_LOAD
+            loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == 2:  # PT_DYNAMIC
+            dynamic = (p_offset, p_filesz)
+    if dynamic is None:
+        return []  # nothing is bound at load time
+
+    def at(vaddr: int, size: int = 1) -> int:
+        for v, o, n in loads:
+            if v <= vaddr and vaddr + size <= v + n and o + (vaddr - v) + size <= len(data):
+                return o + (vaddr - v)
+        raise NotALibrary(f"address {vaddr:#x} lies in no loaded segment")
+
+    tags: dict[int, int] = {}
+    off, size = dynamic
+    for pos in range(off, min(off + size, len(data)) - 15, 16):
+        tag, val = struct.unpack_from("<qQ", data, pos)
+        if tag == 0:  # DT_NULL
+            break
+        tags.setdefault(tag, val)
+    if 6 not in tags or 5 not in tags:  # DT_SYMTAB, DT_STRTAB
+        return []
+    symtab, strtab, strsz, syment = tags[6], tags[5], tags.get(10, 0), tags.get(11, 24)
+    if syment < 24 or strsz <= 0:
+        raise NotALibrary("inconsistent dynamic symbol table")
+    str_off = at(strtab, strsz)
+    indices: set[int] = set()
+    # DT_RELA/RELASZ/RELAENT, DT_REL/RELSZ/RELENT, DT_JMPREL/PLTRELSZ (its kind in DT_PLTREL)
+    for table, size_tag, ent in ((7, 8, tags.get(9, 24)), (17, 18, tags.get(19, 16)),
+                                 (23, 2, 24 if tags.get(20, 7) == 7 else 16)):
+        if table not in tags or not tags.get(size_tag):
+            continue
+        if ent < 16:
+            raise NotALibrary("inconsistent relocation table")
+        base = at(tags[table], tags[size_tag])
+        for pos in range(base, base + tags[size_tag] - ent + 1, ent):
+            _, info = struct.unpack_from("<QQ", data, pos)
+            if info >> 32:
+                indices.add(info >> 32)
+    out = []
+    for idx in sorted(indices):
+        name_at, _, _, shndx = struct.unpack_from("<IBBH", data, at(symtab + idx * syment, 24))
+        if shndx != 0 or name_at == 0 or name_at >= strsz:
+            continue
+        end = data.index(b"\0", str_off + name_at, str_off + strsz)
+        out.append(data[str_off + name_at:end].decode("ascii", "replace"))
+    return out
+
+
+def _section_view(data: bytes) -> list[str]:
+    """The undefined symbols the section headers list: `.dynsym` for a library, `.symtab` for an object file."""
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     if shoff == 0 or shentsize < 64 or shoff + shnum * shentsize > len(data):
