@@ -141,21 +141,26 @@ def test_truncated_real_library_is_refused(tmp_path):
 
 
 def test_built_libraries_reads_only_a_finished_entry_s_own_files(tmp_path):
+    elf = b"\x7fELF..."
     key = "ab" * 32
     entry = entry_dir(tmp_path / "cache", key)
-    (entry / "lite").mkdir(parents=True)
-    (entry / "lite" / "mc_ext.so").write_bytes(b"x")
+    (entry / "lite" / "deps").mkdir(parents=True)
+    (entry / "lite" / "mc_ext.so").write_bytes(elf)
+    (entry / "lite" / "deps" / "helper.bin").write_bytes(elf)  # a library it links, under any name
+    (entry / "lite" / "main.cpp").write_text("// source")
+    (entry / "lite" / "alias.so").symlink_to(entry / "lite" / "mc_ext.so")
     assert built_libraries(key, [tmp_path / "cache"]) is None  # not finished
     (entry / "done").write_text(str(entry / "lite"))
-    assert built_libraries(key, [tmp_path / "cache"]) == [entry / "lite" / "mc_ext.so"]
+    assert built_libraries(key, [tmp_path / "cache"]) == [entry / "lite" / "deps" / "helper.bin",
+                                                          entry / "lite" / "mc_ext.so"]
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    (outside / "other.so").write_bytes(b"x")
+    (outside / "other.so").write_bytes(elf)
     (entry / "done").write_text(str(outside))  # a `done` naming a folder outside its entry is not followed
     assert built_libraries(key, [tmp_path / "cache"]) is None
     private = tmp_path / "work" / "mc-build" / key  # a worker's private build: `root/key`
     private.mkdir(parents=True)
-    (private / "mc_ext.so").write_bytes(b"x")
+    (private / "mc_ext.so").write_bytes(elf)
     (private / "done").write_text("")
     assert built_libraries(key, [tmp_path / "cache", tmp_path / "work" / "mc-build"]) == [private / "mc_ext.so"]
 

@@ -279,9 +279,10 @@ def import_entry(entry: Path, ext_name: str):
 
 
 def built_libraries(key: str, roots) -> list[Path] | None:
-    """The shared libraries of the finished build `key`: found as the entry `entry_dir(root, key)` of the first of
-    `roots` that holds it finished (a cache, or a worker's private `mc-build` folder, where an entry is `root/key`).
-    None when no root holds it. Only files inside the entry count, as for `import_entry`."""
+    """Every ELF file of the finished build `key` (the extension library, any library it links from its own folder,
+    the objects beside them): found in the entry `entry_dir(root, key)` of the first of `roots` that holds it
+    finished (a cache, or a worker's private `mc-build` folder, where an entry is `root/key`). None when no root
+    holds it. Only an entry whose `done` names a folder inside it counts, as for `import_entry`."""
     for root in roots:
         root = Path(root)
         for entry in (entry_dir(root, key), root / key):
@@ -291,7 +292,13 @@ def built_libraries(key: str, roots) -> list[Path] | None:
             where = Path(done.read_text() or str(entry))
             if not where.resolve().is_relative_to(entry.resolve()):
                 continue
-            return sorted(p for p in where.glob("*.so") if p.is_file() and not p.is_symlink())
+            out = []
+            for p in sorted(entry.rglob("*")):
+                if p.is_file() and not p.is_symlink():
+                    with open(p, "rb") as f:
+                        if f.read(4) == b"\x7fELF":
+                            out.append(p)
+            return out
     return None
 
 

@@ -373,9 +373,9 @@ class _Run:
         self._run_stages(sb, module, device)
 
     def _check_binaries(self, sb: Sandbox, builds: list[dict]) -> None:
-        """The binary rule (`musacoder.legality.binary`) on every extension library the candidate loaded: those its
-        worker reports and those the build broker built for it, read here from the cache (or, for a private build,
-        from the worker's folder)."""
+        """The binary rule (`musacoder.legality.binary`) on every ELF file of the builds the candidate loaded: those
+        its worker reports and those the build broker built for it, read here from the cache (or, for a private
+        build, from the worker's folder)."""
         from musacoder.build.cache import built_libraries, is_build_key
         from musacoder.legality.binary import library_violations
 
