@@ -20,6 +20,7 @@ trusted side decides that and tells the worker.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 
 import torch
@@ -112,11 +113,9 @@ def nbytes(obj) -> int:
 
 
 def seed_for(master: int, *parts: int) -> int:
-    """A derived 63-bit seed (splitmix64 of the master and the parts)."""
-    x = master & 0xFFFFFFFFFFFFFFFF
-    for p in parts:
-        x = (x ^ (p + 0x9E3779B97F4A7C15 + (x << 6) + (x >> 2))) & 0xFFFFFFFFFFFFFFFF
-        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
-        x = (x ^ (x >> 27)) * 0x94D049BB133111EB & 0xFFFFFFFFFFFFFFFF
-        x ^= x >> 31
-    return x & 0x7FFFFFFFFFFFFFFF
+    """A derived 63-bit seed: BLAKE2b of the master and the parts. One-way, so a seed a candidate can read where it
+    runs (`torch.initial_seed()` after the harness seeded its constructor, say) tells it nothing about the master,
+    from which the trial plan, the timing schedule and every other trial's inputs are derived."""
+    data = b"".join((int(p) & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little") for p in (master, *parts))
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8, person=b"musacoder-seed").digest(), "little") \
+        & 0x7FFFFFFFFFFFFFFF
