@@ -90,6 +90,19 @@ def test_the_runtime_rule_alone_still_sees_aten_called_from_native_code(monkeypa
     assert alias.status == "ok", _text(alias)
 
 
+TAIL_CFG = CFG.model_copy(update={"warmup": 1, "repeats": 20, "rechecks": 2, "max_repeats": 200,
+                                  "target_sem": 1e-9, "time_budget_s": 60.0, "seed": 11})
+
+
+@pytest.mark.slow
+def test_rounds_after_the_first_few_are_rechecked_too():
+    """A candidate honest only in the trials, the first rounds and the final round (where audits used to be drawn
+    from) and idle in the other ~180 timed rounds: the checked rounds are a reservoir sample of all of them."""
+    v = verify(RELU, (CANDS / "unchecked_tail_rounds.py").read_text(), backend="cpu", config=TAIL_CFG)
+    assert v.status == "incorrect" and "re-check after timing" in _text(v), _text(v)
+    assert v.reward == -1.0
+
+
 @pytest.mark.slow
 def test_files_outside_workdir_are_not_written():
     for p in ("/tmp/musacoder_pwned.txt", "/tmp/musacoder_pwned_native.txt"):

@@ -722,15 +722,15 @@ class _Run:
         v, cfg = self.v, self.cfg
         master_t = self.rng.getrandbits(62)
         pool = list(range(cfg.warmup, cfg.warmup + cfg.repeats + cfg.rechecks))
-        picked = self.rng.sample(pool, min(2 * cfg.rechecks, len(pool)))
-        audits, checks = sorted(picked[:cfg.rechecks]), sorted(picked[cfg.rechecks:])
+        audits = sorted(self.rng.sample(pool, min(cfg.rechecks, len(pool))))
 
         input_sets = self.fp.input_sets if self.fp else cfg.input_sets
         with self._stage("timing", "exclusive"):  # nothing else on the device while timing
             rep = self._ask(sb, {"op": "time", "master_seed": master_t, "input_sets": input_sets,
                                  "warmup": cfg.warmup, "repeats": cfg.repeats, "max_repeats": cfg.max_repeats,
                                  "budget_s": cfg.time_budget_s, "target_sem": cfg.target_sem, "audit_rounds": audits,
-                                 "check_rounds": checks, "host_hold_bytes": HOST_HOLD_BYTES},
+                                 "check_keep": cfg.rechecks, "check_key": self.rng.getrandbits(62),
+                                 "host_hold_bytes": HOST_HOLD_BYTES},
                             cfg.timeout_s + cfg.time_budget_s * 2, TimeReply, "timing")
         if not rep.candidate_ms or not rep.reference_ms:
             v.stages["timing"] = "error"

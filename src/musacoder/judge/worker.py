@@ -16,6 +16,7 @@ and the trusted side decides what it means.
 from __future__ import annotations
 
 import os
+import random
 import sys
 import threading
 import time
@@ -403,7 +404,8 @@ class Worker:
         repeat while pointers do. The candidate runs before the reference in every round. Audit rounds run the
         candidate under the profiler (untimed) and keep its output for the trusted side to re-check; check rounds
         are ordinary timed rounds whose output is also kept (after the clock stopped, so nothing tells them apart
-        from the others). Outputs of `host_hold_bytes` or more are kept in host memory rather than on the device.
+        from the others), `check_keep` of them drawn by reservoir sampling over every timed round of the run (a
+        secret `check_key`), so a late round is as likely to be re-checked as an early one. Outputs of `host_hold_bytes` or more are kept in host memory rather than on the device.
         Every timed round must call the candidate's own kernels (counted by the build hook).
         """
         torch = self.torch
@@ -415,7 +417,12 @@ class Worker:
         budget_ns = msg["budget_s"] * 1e9
         host_hold = msg.get("host_hold_bytes", 1 << 30)
         audits = set(msg["audit_rounds"])
-        checks = set(msg.get("check_rounds", ())) - audits
+        # the checked rounds: a reservoir sample (secret key) over every timed round of the run, however long it
+        # runs, decided after each round's clock stopped; so no round, early or late, is safe from the re-check
+        keep_n = int(msg.get("check_keep", 0))
+        picker = random.Random(msg.get("check_key", 0))
+        kept: list[int] = []
+        timed_rounds = 0
         sets: list = []
         checked = {}
         no_launch: list[int] = []
@@ -466,7 +473,15 @@ class Worker:
                     return _candidate_error(e.error, f"forward (timing round {r})")
                 if self.launches() == launches0:
                     no_launch.append(r)
-                if r in checks:  # a timed round like any other: its output is kept only after the clock stopped
+                timed_rounds += 1
+                slot = len(kept) if len(kept) < keep_n else picker.randrange(timed_rounds)
+                if slot < keep_n:  # a timed round like any other: its output is kept only after the clock stopped
+                    if slot < len(kept):
+                        checked.pop(kept[slot], None)
+                        self._held.pop(kept[slot], None)
+                        kept[slot] = r
+                    else:
+                        kept.append(r)
                     bad = _non_plain(out)
                     checked[r] = {"report": {"output_type_error": bad} if bad else {}}
                     self._held[r] = None if bad else keep(out)
@@ -479,7 +494,7 @@ class Worker:
                     trip.sample([t.stream_ms for t in cand_ms])
             r += 1
             n = len(cand_ms)
-            if final_round is None and r > max(audits | checks, default=0) and n >= min_rep:
+            if final_round is None and r > max(audits, default=0) and n >= min_rep:
                 done = n >= max_rep or (time.perf_counter_ns() - start) > budget_ns or (
                     rel_sem(trip.charge(cand_ms)) < msg["target_sem"] and rel_sem(ref_ms) < msg["target_sem"])
                 if done:
