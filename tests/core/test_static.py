@@ -269,3 +269,47 @@ class ModelNew(nn.Module):
 """
     rep = check_static(HEAD + body, "cpu")
     assert rep.violations == [] and rep.deferred == ["line 14: self.relu(...)"], rep
+
+
+_FWD = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.f(x)
+"""
+
+
+@pytest.mark.parametrize("code,phrase", [
+    # modules an allowed module imports, reached as its attributes: the way to sys.modules and the verifier itself
+    ("import os\nm = os.sys.modules\n", "'sys'"),
+    ("import typing\nm = typing.sys\n", "'sys'"),
+    ("m = torch.sys.modules['importlib']\n", "'sys'"),
+    ("t = torch\nm = t.sys\n", "'sys'"),  # an alias of an allowed module: caught by the name
+    ("from torch import sys as s\n", "'sys'"),
+    ("import warnings\nb = warnings.sys\n", "'sys'"),
+    ("c = torch.utils.cpp_extension.subprocess\n", "'subprocess'"),
+    ("o = torch.nn.functional.torch.overrides\n", "torch.overrides"),
+    ("import os\ng = os.path.genericpath\n", "genericpath"),
+    # private API and the builders the verifier does not hook
+    ("w = torch.utils.cpp_extension._maybe_write\n", "private API"),
+    ("from torch.utils.cpp_extension import load\n", "cpp_extension.load"),
+    ("e2 = torch.utils.cpp_extension.load(name='x', sources=['x.cpp'])\n", "cpp_extension.load"),
+    # getattr and eval under other names
+    ("import operator\ns = operator.attrgetter('sys')(torch)\n", "attrgetter"),
+    ("import typing\nh = typing.get_type_hints\n", "get_type_hints"),
+    # scheduling of the process the reference is timed in
+    ("import os\nos.sched_setaffinity(0, {0})\n", "sched_setaffinity"),
+    ("import os\nos.nice(5)\n", "os.nice"),
+    # tensor data out to NumPy or Python, behind any receiver
+    ("def h(a):\n    return min([a]).numpy()\n", "NumPy"),
+    ("def h(a):\n    return a.tolist()\n", "NumPy"),
+    ("def h(a):\n    return torch.from_numpy(a)\n", "NumPy"),
+])
+def test_escapes_through_allowed_modules_are_rejected(code, phrase):
+    got = rules(code + _FWD)
+    assert any(phrase in v for v in got), got
+
+
+def test_what_candidates_use_of_allowed_modules_still_passes():
+    code = ("import os\nimport math\narch = os.environ.get('TORCH_CUDA_ARCH_LIST', '9.0')\nroot = os.path.join(os.getcwd(), 'b')\n"
+            "from torch.utils.cpp_extension import CUDA_HOME\nn = max(1, min(4, math.ceil(2.5)))\n")
+    assert rules(code + _FWD) == []

@@ -30,6 +30,30 @@ FORBIDDEN_ATTRS = {
            "rmdir", "open", "write", "read", "dup", "dup2", "pipe", "chdir", "_exit", "walk", "listdir", "scandir",
            "symlink", "rename", "replace", "makedirs", "mkdir", "getpid", "getppid", "killpg", "setsid"},
 }
+FORBIDDEN_ATTRS.update({
+    # dynamic attribute access and evaluation of strings: getattr and eval under other names
+    "operator": {"attrgetter", "methodcaller"},
+    "typing": {"get_type_hints", "ForwardRef"},
+    "typing_extensions": {"get_type_hints", "ForwardRef"},
+})
+# What a candidate may use of `os` (an allow-list: the rest starts processes, touches files or changes scheduling).
+OS_ALLOWED = {"environ", "path", "getenv", "cpu_count", "sep", "pathsep", "linesep", "name", "fspath", "PathLike",
+              "devnull", "curdir", "pardir", "extsep", "getcwd"}
+# What a candidate may use of `torch.utils.cpp_extension`: its one builder, which the verifier hooks.
+CPP_EXTENSION_ALLOWED = {"load_inline", "include_paths", "CUDA_HOME"}
+# Modules that allowed ones import and so expose as attributes (`torch.sys`, `os.sys`, `typing.sys`,
+# `torch.utils.cpp_extension.subprocess` …): an attribute by one of these names is rejected on any receiver, since
+# an alias of an allowed module (`t = torch; t.sys`) hides the receiver from the analysis.
+ESCAPE_MODULE_NAMES = {
+    "sys", "builtins", "importlib", "ctypes", "inspect", "gc", "subprocess", "threading", "_thread", "multiprocessing",
+    "socket", "pickle", "marshal", "code", "codeop", "runpy", "pdb", "signal", "shutil", "tempfile", "mmap",
+    "resource", "posix", "traceback", "weakref", "linecache", "tokenize", "dis", "site", "sysconfig", "atexit",
+    "faulthandler", "tracemalloc", "pty", "fcntl", "asyncio", "concurrent", "sched", "urllib", "http", "ssl",
+    "pathlib", "glob", "zipimport", "pkgutil", "importlib_metadata", "ctypes_util", "cffi", "scipy",
+}
+# Ways out of torch into NumPy or Python lists, where any computation is invisible to the profiler and is not the
+# candidate's kernel: rejected on any receiver, anywhere in the file.
+ARRAY_EXITS = {"numpy", "from_numpy", "tolist", "as_array", "ctypeslib", "frombuffer", "asarray"}
 # torch.* calls allowed inside the forward path: allocation and shape plumbing only.
 TORCH_PLUMBING = {
     "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "arange",

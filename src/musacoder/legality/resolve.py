@@ -34,8 +34,9 @@ UNKNOWN = "unknown"
 
 _NN_CONTAINERS = {"Sequential", "ModuleList", "ModuleDict"}
 _TRANSPARENT_BUILTINS = {"staticmethod", "classmethod"}
-_PYOBJ_BUILTINS = {"list", "tuple", "dict", "set", "str", "int", "float", "bool", "len", "range", "sorted", "min", "max",
-                   "abs", "round", "sum", "divmod", "enumerate", "zip", "reversed", "repr", "format", "hash", "id"}
+# builtins whose result is a plain value whatever they are given; the others (min, max, sorted, sum, abs, round, list,
+# zip …) can hand back one of their arguments, a tensor included (`min([t]).numpy()`), so what they return is unknown
+_PYOBJ_BUILTINS = {"str", "int", "float", "bool", "len", "range", "repr", "format", "hash", "id"}
 
 
 @dataclass(frozen=True, eq=False)

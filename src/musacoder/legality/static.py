@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from musacoder import syntax
 from musacoder.legality import resolve as R
 from musacoder.legality.policy import (
-    ALLOWED_DUNDERS, ALLOWED_IMPORTS, BUILTIN_CALLS, FORBIDDEN_ATTRS, FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PREFIXES,
+    ALLOWED_DUNDERS, ALLOWED_IMPORTS, ARRAY_EXITS, BUILTIN_CALLS, CPP_EXTENSION_ALLOWED, ESCAPE_MODULE_NAMES, FORBIDDEN_ATTRS,
+    OS_ALLOWED, FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PREFIXES,
     NATIVE_FORBIDDEN, OPERATOR_MATMUL, PYTHON_METHODS, TENSOR_COMPUTE_FALLBACK, TENSOR_PLUMBING, THREAD_STREAM_NAMES,
     TORCH_PLUMBING, TORCH_SUBMODULE_PLUMBING, VENDOR_PATTERNS,
 )
@@ -137,16 +138,70 @@ def _check_imports(tree: ast.Module) -> list[str]:
                 v.append(f"line {node.lineno}: import of {m!r} is not allowed (allowed: {', '.join(sorted(ALLOWED_IMPORTS))})")
             elif m.startswith(FORBIDDEN_MODULE_PREFIXES) or any(m == p.rstrip(".") for p in FORBIDDEN_MODULE_PREFIXES):
                 v.append(f"line {node.lineno}: import of {m!r} is not allowed (introspection/fallback module)")
+            elif m.split(".")[-1] in ESCAPE_MODULE_NAMES:
+                v.append(f"line {node.lineno}: import of {m!r} reaches the {m.split('.')[-1]!r} module; not allowed")
+            elif why := reach_violation(m):
+                v.append(f"line {node.lineno}: import of {m!r}: {why}")
     return v
 
 
+def _module_allowed(name: str) -> bool:
+    return (name.split(".")[0] in ALLOWED_IMPORTS or name in ("posixpath", "ntpath")) and not (
+        name.startswith(FORBIDDEN_MODULE_PREFIXES) or any(name == p.rstrip(".") for p in FORBIDDEN_MODULE_PREFIXES))
+
+
+@functools.lru_cache(maxsize=4096)
+def reach_violation(dotted: str) -> str | None:
+    """Why the path `dotted` (rooted at an allowed module) reaches what a candidate may not use, or None: a private
+    name (`_…`), an `os` or `cpp_extension` name off their allow-lists, or a module that is not itself allowed,
+    found by walking the real objects (`torch.sys`, `os.path.genericpath`, `torch.nn.functional.torch.overrides`)."""
+    import importlib
+    import types
+
+    parts = dotted.split(".")
+    if parts[0] not in ALLOWED_IMPORTS:
+        return None
+    for i, p in enumerate(parts[1:], 1):
+        if p.startswith("_") and not (p.startswith("__") and p.endswith("__")):
+            return f"{'.'.join(parts[:i + 1])} is private API of an allowed module"
+    if parts[0] == "os" and len(parts) > 1 and parts[1] not in OS_ALLOWED:
+        return f"os.{parts[1]} is not allowed (of os only {', '.join(sorted(OS_ALLOWED))})"
+    if parts[:3] == ["torch", "utils", "cpp_extension"] and len(parts) > 3 and parts[3] not in CPP_EXTENSION_ALLOWED:
+        return (f"torch.utils.cpp_extension.{parts[3]} is not allowed (build with load_inline, which the verifier "
+                "hooks)")
+    try:
+        obj = importlib.import_module(parts[0])
+    except Exception:  # noqa: BLE001 - not installed here (triton, torch_musa): the name rules above still apply
+        return None
+    for i, p in enumerate(parts[1:], 1):
+        if not isinstance(obj, (types.ModuleType, type)):
+            break
+        try:
+            obj = getattr(obj, p)
+        except Exception:  # noqa: BLE001 - no such attribute: the candidate fails at run time
+            break
+        if isinstance(obj, types.ModuleType) and not _module_allowed(obj.__name__):
+            return (f"{'.'.join(parts[:i + 1])} is the module {obj.__name__!r}, which an allowed module imports; "
+                    "a candidate may not use it")
+    return None
+
+
 def _attribute_violations(node: ast.Attribute, an: R.Resolver) -> list[str]:
-    """Dunder access, forbidden torch/os attributes, global-state setters, threads, streams, events and graphs."""
+    """Dunder access, forbidden torch/os attributes, modules reached through allowed ones, private API, global-state
+    setters, threads, streams, events and graphs."""
     v = []
     if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in ALLOWED_DUNDERS:
         v.append(f"line {node.lineno}: dunder attribute access {node.attr!r} is not allowed")
+    if node.attr in ARRAY_EXITS:
+        v.append(f"line {node.lineno}: .{node.attr} moves tensor data to NumPy or Python, where the computation is "
+                 "neither your kernel nor visible to the verifier; not allowed")
+    if node.attr in ESCAPE_MODULE_NAMES:
+        v.append(f"line {node.lineno}: .{node.attr} reaches the {node.attr!r} module through another object; "
+                 "a candidate may not use it")
     r = an.resolve(node) or ""
     head = r.split(".")[0]
+    if node.attr not in ESCAPE_MODULE_NAMES and (why := reach_violation(r)):
+        v.append(f"line {node.lineno}: {why}")
     if head in FORBIDDEN_ATTRS:
         rest = r[len(head) + 1:]
         for bad in FORBIDDEN_ATTRS[head]:
