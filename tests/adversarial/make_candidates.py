@@ -478,6 +478,33 @@ class ModelNew(nn.Module):
         return kit.relu_inplace(x.new_empty(0))
 '''
 
+# The C++ "kernel" calls back into Python (pybind11's object API, its name token-pasted past the source rule) and has
+# NumPy compute the output in place: the worker takes Tensor.numpy away from candidate code.
+NATIVE_NUMPY_CALLBACK = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+src = r"""
+#include <torch/extension.h>
+#define CALL_ATTR(obj, name) py::get##attr(obj, name)
+
+torch::Tensor relu_fwd(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    py::object xn = CALL_ATTR(py::cast(x), "numpy")();
+    py::object on = CALL_ATTR(py::cast(out), "numpy")();
+    CALL_ATTR(xn, "clip")(0.0f, py::none(), on);
+    return out;
+}
+"""
+
+ext = load_inline(name="numpy_callback", cpp_sources=src, functions=["relu_fwd"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu_fwd(x)
+'''
+
 if __name__ == "__main__":
     out = Path(__file__).parent / "candidates"
     out.mkdir(exist_ok=True)
@@ -490,4 +517,5 @@ if __name__ == "__main__":
     (out / "openmp_hidden_aten.py").write_text(OPENMP_HIDDEN_ATEN)
     (out / "aten_namespace_alias.py").write_text(ATEN_NAMESPACE_ALIAS)
     (out / "unchecked_tail_rounds.py").write_text(UNCHECKED_TAIL_ROUNDS)
-    print(f"wrote {len(CANDIDATES) + 7} candidates to {out}")
+    (out / "native_numpy_callback.py").write_text(NATIVE_NUMPY_CALLBACK)
+    print(f"wrote {len(CANDIDATES) + 8} candidates to {out}")

@@ -28,6 +28,7 @@ CASES = [
     ("aten_in_cpp_wrapper", RELU, "illegal", "calls the ATen operator aten::relu"),
     ("openmp_hidden_aten", RELU, "illegal", "calls the ATen operator aten::relu"),
     ("aten_namespace_alias", RELU, "illegal", "at::cpu::clamp_min"),
+    ("native_numpy_callback", RELU, "runtime_error", "may not be handed to NumPy"),
     ("monkeypatch_allclose_timer", RELU, "illegal", "monkey-patching"),
     ("monkeypatch_via_setattr", RELU, "illegal", "setattr"),
     ("gc_scan_reference_output", RELU, "illegal", "'gc'"),

@@ -88,3 +88,36 @@ def test_own_kernels_are_matched_by_their_function_name():
     assert own_kernels(kernels, ["k", "e", "a"]) == []
     assert own_kernels(kernels, ["vectorized_elementwise_kernel"]) == []
     assert own_kernels(kernels, ["sgemm"]) == []
+
+
+def test_a_thread_pinned_to_fewer_cores_changes_the_worker_s_global_state():
+    """The worker compares its threads' CPU sets and scheduling before and after candidate code: a thread pinned to
+    one core (the reference's pool, say) shows as a new CPU set."""
+    import os
+    import threading
+
+    import pytest
+
+    from musacoder.judge.worker import _scheduling
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    before = _scheduling()
+    pinned, done = threading.Event(), threading.Event()
+
+    def pin():
+        os.sched_setaffinity(threading.get_native_id(), {cpus[0]})
+        pinned.set()
+        done.wait(10)
+
+    t = threading.Thread(target=pin)
+    t.start()
+    pinned.wait(10)
+    try:
+        during = _scheduling()
+    finally:
+        done.set()
+        t.join()
+    assert before["thread CPU sets"] == [tuple(cpus)]
+    assert (cpus[0],) in during["thread CPU sets"] and during != before

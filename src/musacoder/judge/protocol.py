@@ -79,11 +79,16 @@ def _write_all(fd: int, data) -> None:
         view = view[n:]
 
 
+# bound when this module is imported, before any candidate code: a candidate worker takes `Tensor.numpy` away from
+# candidate code (`musacoder.judge.worker`), not from the protocol
+_TENSOR_NUMPY = torch.Tensor.numpy
+
+
 def _raw_bytes(t: torch.Tensor) -> memoryview:
     """The bytes of a contiguous CPU tensor, without a copy."""
     if t.numel() == 0:
         return memoryview(b"")
-    return memoryview(t.reshape(-1).view(torch.uint8).numpy())
+    return memoryview(_TENSOR_NUMPY(t.reshape(-1).view(torch.uint8)))
 
 
 def _sendable_raw(x) -> bool:

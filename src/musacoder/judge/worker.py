@@ -69,7 +69,7 @@ class Worker:
         torch = self.torch
         return {"intra-op threads": torch.get_num_threads(), "inter-op threads": torch.get_num_interop_threads(),
                 "default dtype": str(torch.get_default_dtype()), "grad mode": torch.is_grad_enabled(),
-                "float32 matmul precision": torch.get_float32_matmul_precision()}
+                "float32 matmul precision": torch.get_float32_matmul_precision(), **_scheduling()}
 
     def global_state_changes(self) -> list[str]:
         before = getattr(self, "_state0", None)
@@ -210,6 +210,8 @@ class Worker:
         with open(module.__file__, "w") as f:
             f.write(msg["code"])
         sys.modules["candidate"] = module
+        if not (self.backend == "triton" and self.device == "cpu"):  # Triton's CPU interpreter works in NumPy itself
+            _seal_array_exits(self.torch)
         self._state0 = self.global_state()
         t0 = time.perf_counter()
         try:
@@ -559,6 +561,39 @@ class CandidateError(Exception):
     def __init__(self, error: BaseException):
         super().__init__(str(error))
         self.error = error
+
+
+def _scheduling() -> dict:
+    """The CPU sets and scheduling (policy, nice) of this process's threads, each as the set of distinct values over
+    its threads: a thread pinned to fewer cores or made to yield (the reference's too, timed in this process) adds a
+    value; a new thread, which inherits its creator's, does not."""
+    masks, sched = set(), set()
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return {}
+    for tid in tids:
+        try:
+            masks.add(tuple(sorted(os.sched_getaffinity(tid))))
+            sched.add((os.sched_getscheduler(tid), os.getpriority(os.PRIO_PROCESS, tid)))
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return {"thread CPU sets": sorted(masks), "thread scheduling (policy, nice)": sorted(sched)}
+
+
+def _seal_array_exits(torch) -> None:
+    """Take from candidate code every way a tensor's data reaches NumPy (`Tensor.numpy`, the array and DLPack
+    protocols, `torch.from_numpy` back): computation there is not the candidate's kernel and no profiler sees it.
+    The static rules reject these names in the candidate's Python; this holds also for native code that calls back
+    into Python (pybind11's object API). The protocol bound its own `Tensor.numpy` when it was imported."""
+
+    def refused(*_a, **_k):
+        raise RuntimeError("MooreEval: tensor data may not be handed to NumPy in a candidate; compute it in your "
+                           "own kernel")
+
+    for name in ("numpy", "__array__", "__array_wrap__", "__dlpack__", "__dlpack_device__"):
+        setattr(torch.Tensor, name, refused)
+    torch.from_numpy = refused
 
 
 def _all_threads(torch):

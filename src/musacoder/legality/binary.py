@@ -16,8 +16,10 @@ the trusted side reads the library's imports and rejects:
   Kineto, CUPTI);
 - vendor math libraries (cuBLAS, cuDNN, MKL, oneDNN, OpenBLAS …), unless the policy allows them;
 - code that calls back into the Python interpreter to run source (`PyImport_*`, `PyRun_*`, `Py_CompileString*`);
-- looking up or loading code by a name made at run time (`dlopen`, `dlsym`, `dl_iterate_phdr` …), the way round an
-  import table.
+- looking up or loading code by a name made at run time (`dlopen`, `dlsym`, `dl_iterate_phdr`, `dladdr` …), the way
+  round an import table;
+- changing the scheduling or threads of the process the reference is timed in (`sched_setaffinity`, `setpriority`,
+  `at::set_num_threads` …).
 
 What the library does with files, processes and syscalls is left to the sandbox, which contains it whatever the
 binary holds; the rules here are about what the kernel computes with and what would blind the verifier. Symbols that
@@ -74,7 +76,11 @@ _OPS = ("at", "_ops")
 _PROFILER_NAME = re.compile(r"RecordFunction|recordFunction|ThreadLocalCallback|GlobalCallback|clearCallbacks|"
                             r"removeCallback|disableCallback|reenableCallback|kineto|cupti|[Pp]rofiler")
 # looking up or loading code by a name made at run time: the way round an import table
-_DYNAMIC_LOOKUP = re.compile(r"^(dlopen|dlmopen|dlsym|dlvsym|dlinfo|dl_iterate_phdr)$")
+_DYNAMIC_LOOKUP = re.compile(r"^(dlopen|dlmopen|dlsym|dlvsym|dlinfo|dl_iterate_phdr|dladdr1?|_r_debug)$")
+# the scheduling of the process the reference is timed in
+_SCHEDULING = re.compile(r"^(sched_setaffinity|pthread_setaffinity_np|sched_setscheduler|sched_setparam|"
+                         r"pthread_setschedparam|setpriority|nice|setrlimit|prlimit64?|omp_set_num_threads|"
+                         r"omp_set_dynamic|omp_set_max_active_levels)$")
 _PYTHON_EXEC = re.compile(r"^(PyImport_\w+|PyRun_\w+|Py_CompileString\w*|PyEval_EvalCode\w*|PyEval_EvalFrame\w*|"
                           r"PyMarshal_\w+|Py_RunMain|Py_Main)$")
 
@@ -261,6 +267,9 @@ def symbol_violation(symbol: str, allow_vendor_libs: bool = False) -> str | None
         return f"switches off or reads the profiler: {plain}"
     if not parts and _DYNAMIC_LOOKUP.match(symbol) or parts[:2] == ("c10", "DynamicLibrary"):
         return f"looks up or loads code by name at run time: {plain}"
+    if not parts and _SCHEDULING.match(symbol) or parts[:2] in (("at", "set_num_threads"),
+                                                                 ("at", "set_num_interop_threads")):
+        return f"changes the scheduling or threads of the process the reference is timed in: {plain}"
     if not parts and _PYTHON_EXEC.match(symbol):
         return f"runs Python from native code: {symbol}"
     if not allow_vendor_libs and VENDOR_PATTERNS.search(plain):

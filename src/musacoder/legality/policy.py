@@ -110,8 +110,12 @@ NATIVE_FORBIDDEN = [
     (re.compile(r"\bfork\s*\(|\bvfork\s*\(|\bsystem\s*\(|\bpopen\s*\(|\bexecv\w*\s*\(|\bexecl\w*\s*\(|posix_spawn"), "spawns processes"),
     (re.compile(r"\bfopen\s*\(|std::[io]?fstream|\bopen\s*\(\s*\"|#\s*include\s*<fstream>|\bunlink\s*\(|\bremove\s*\(\s*\""), "touches files"),
     (re.compile(r"\bsocket\s*\(|\bconnect\s*\(|#\s*include\s*<sys/socket\.h>|\bsyscall\s*\(|\bptrace\b|\bmmap\s*\(|/proc/"), "uses sockets, syscalls or /proc"),
-    (re.compile(r"\bdlopen\b|\bdlsym\b|LoadLibrary|\bsetenv\s*\(|\bputenv\s*\("), "loads code or changes the environment"),
-    (re.compile(r"py::module_?::import|pybind11::module_?::import|py::eval|py::exec|PyRun_\w+|PyImport_\w+|PyObject_Call\w*|py::globals|\.attr\s*\("), "calls back into Python"),
+    (re.compile(r"\bdlopen\b|\bdlsym\b|\bdladdr\w*|LoadLibrary|\bsetenv\s*\(|\bputenv\s*\(|#\s*include\s*<(?:link|elf|dlfcn)\.h>|"
+                r"\bElfW\b|\bElf(?:32|64)_\w+|\blink_map\b|\b_r_debug\b|dl_iterate_phdr"),
+     "loads code, looks up symbols by name or changes the environment"),
+    (re.compile(r"py::module_?::import|pybind11::module_?::import|py::eval|py::exec|PyRun_\w+|PyImport_\w+|PyObject_Call\w*|py::globals|\.attr\s*\(|"
+                r"(?:py|pybind11)::(?:getattr|hasattr|setattr|delattr|globals|builtins|reinterpret_borrow|reinterpret_steal)\b|"
+                r"PyObject_(?:Get|Set)Attr\w*|PyEval_GetBuiltins|PyDict_GetItem\w*|PyObject_Vectorcall\w*"), "calls back into Python"),
     (re.compile(r"cudaStreamCreate\w*|getStreamFromPool|setCurrentCUDAStream|cudaLaunchHostFunc|cudaStreamAddCallback|cudaGraph\w*|CUDAStreamGuard"), "uses side streams, graphs or host callbacks"),
     (re.compile(r"RecordFunction|profiler|\bkineto\b|cupti", re.I), "inspects the profiler"),
     (re.compile(r"accessPolicyWindow|PersistingL2|cudaStreamSetAttribute|cuStreamSetAttribute|cudaCtxResetPersisting|"
@@ -123,6 +127,9 @@ NATIVE_FORBIDDEN = [
     (re.compile(r"at::native::|at::cpu::|at::_ops::|at::redispatch::|at::compositeexplicitautograd\w*::|"
                 r"at::compositeimplicitautograd\w*::|c10::Dispatcher|at::meta::|at::cuda::(?!(?:" + _AT_CUDA_OK + r")\b)\w+\s*\("),
      "calls ATen kernels directly, bypassing the dispatcher (compute ops must be your own)"),
+    (re.compile(r"sched_setaffinity|pthread_setaffinity_np|sched_setscheduler|sched_setparam|pthread_setschedparam|"
+                r"\bsetpriority\s*\(|\bnice\s*\(|\bsetrlimit\s*\("),
+     "changes the scheduling of the process the reference is timed in (CPU affinity, priority)"),
     (re.compile(r"globalContext\s*\(|set_num_threads|set_num_interop_threads|omp_set_num_threads|omp_set_dynamic|"
                 r"setAllowTF32|setBenchmarkCuDNN|setDeterministic|cudaDeviceSetLimit|cudaSetDevice\b|cudaDeviceReset"),
      "changes global PyTorch/OpenMP/CUDA state"),
