@@ -39,6 +39,9 @@ FORBIDDEN_ATTRS.update({
 # What a candidate may use of `os` (an allow-list: the rest starts processes, touches files or changes scheduling).
 OS_ALLOWED = {"environ", "path", "getenv", "cpu_count", "sep", "pathsep", "linesep", "name", "fspath", "PathLike",
               "devnull", "curdir", "pardir", "extsep", "getcwd"}
+# What a candidate may use of `warnings`: its `warn` (catching warnings reads back the caller's stack: which file
+# called forward, the timer's or the profiler's).
+WARNINGS_ALLOWED = {"warn"}
 # What a candidate may use of `torch.utils.cpp_extension`: its one builder, which the verifier hooks.
 CPP_EXTENSION_ALLOWED = {"load_inline", "include_paths", "CUDA_HOME"}
 # Modules that allowed ones import and so expose as attributes (`torch.sys`, `os.sys`, `typing.sys`,
@@ -51,6 +54,11 @@ ESCAPE_MODULE_NAMES = {
     "faulthandler", "tracemalloc", "pty", "fcntl", "asyncio", "concurrent", "sched", "urllib", "http", "ssl",
     "pathlib", "glob", "zipimport", "pkgutil", "importlib_metadata", "ctypes_util", "cffi", "scipy",
 }
+# Attributes that lead from generators, coroutines, tracebacks and functions to interpreter frames and code objects
+# (and from a frame to its caller's, the harness's): rejected on any receiver.
+FRAME_ATTRS = {"gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame", "ag_code",
+               "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", "tb_next", "co_consts",
+               "co_code", "func_globals"}
 # Ways out of torch into NumPy or Python lists, where any computation is invisible to the profiler and is not the
 # candidate's kernel: rejected on any receiver, anywhere in the file.
 ARRAY_EXITS = {"numpy", "from_numpy", "tolist", "as_array", "ctypeslib", "frombuffer", "asarray"}

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from musacoder import syntax
 from musacoder.legality import resolve as R
 from musacoder.legality.policy import (
-    ALLOWED_DUNDERS, ALLOWED_IMPORTS, ARRAY_EXITS, BUILTIN_CALLS, CPP_EXTENSION_ALLOWED, ESCAPE_MODULE_NAMES, FORBIDDEN_ATTRS,
-    OS_ALLOWED, FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PREFIXES,
+    ALLOWED_DUNDERS, ALLOWED_IMPORTS, ARRAY_EXITS, BUILTIN_CALLS, FRAME_ATTRS, CPP_EXTENSION_ALLOWED, ESCAPE_MODULE_NAMES, FORBIDDEN_ATTRS,
+    OS_ALLOWED, WARNINGS_ALLOWED, FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PREFIXES,
     NATIVE_FORBIDDEN, OPERATOR_MATMUL, PYTHON_METHODS, TENSOR_COMPUTE_FALLBACK, TENSOR_PLUMBING, THREAD_STREAM_NAMES,
     TORCH_PLUMBING, TORCH_SUBMODULE_PLUMBING, VENDOR_PATTERNS,
 )
@@ -166,6 +166,8 @@ def reach_violation(dotted: str) -> str | None:
             return f"{'.'.join(parts[:i + 1])} is private API of an allowed module"
     if parts[0] == "os" and len(parts) > 1 and parts[1] not in OS_ALLOWED:
         return f"os.{parts[1]} is not allowed (of os only {', '.join(sorted(OS_ALLOWED))})"
+    if parts[0] == "warnings" and len(parts) > 1 and parts[1] not in WARNINGS_ALLOWED:
+        return f"warnings.{parts[1]} is not allowed (of warnings only warn: caught warnings read the caller's stack)"
     if parts[:3] == ["torch", "utils", "cpp_extension"] and len(parts) > 3 and parts[3] not in CPP_EXTENSION_ALLOWED:
         return (f"torch.utils.cpp_extension.{parts[3]} is not allowed (build with load_inline, which the verifier "
                 "hooks)")
@@ -240,11 +242,56 @@ def _assignment_violations(node: ast.AST, an: R.Resolver) -> list[str]:
     return v
 
 
+def _scoped(tree: ast.Module, an: R.Resolver):
+    """Every node of the file with the scope its names resolve in (the module's, a method's, a function's)."""
+    todo = [(tree, an.module_scope)]
+    while todo:
+        node, scope = todo.pop()
+        yield node, scope
+        for child in ast.iter_child_nodes(node):
+            inner = scope
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                if isinstance(node, ast.ClassDef) and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    inner = an.method_scope(node, child)
+                elif scope.fn is None:
+                    inner = R.Scope(child, None, None, scope)
+                else:
+                    inner = R.Scope(child, scope.cls, scope.self_name, scope)
+            todo.append((child, inner))
+
+
+def _reached_path(node: ast.Attribute, an: R.Resolver, scope) -> str:
+    """The dotted path an attribute reaches from an allowed module, following assignments (`e = enum; e.bltns` is
+    enum.bltns), or "" when it does not start at one."""
+    r = an.resolve(node) or ""
+    if r.split(".")[0] in ALLOWED_IMPORTS:
+        return r
+    try:
+        val = an.value(node, scope)
+    except RecursionError:
+        return ""
+    return val.path if val.kind in (R.TORCH, R.LIBRARY) and isinstance(val.path, str) else ""
+
+
 def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
     """Whole-file rules: introspection, patching, escape hatches, threads/streams, dispatch overrides, Tensor
     subclasses, broad excepts and any use of the reference `Model`."""
     v = []
-    for node in ast.walk(tree):
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    for node, scope in _scoped(tree, an):
+        if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
+            parent = parents.get(id(node))
+            if not (isinstance(parent, ast.Attribute) or (isinstance(parent, ast.Call) and parent.func is node)):
+                val = an.value(node, scope)  # a PyTorch compute function kept as a value: a fallback in waiting
+                if val.kind == R.TORCH and _is_torch_compute_function(val.path):
+                    v.append(f"line {node.lineno}: {val.path} is a PyTorch compute op kept as a value; only your own "
+                             "kernels may compute")
+        if isinstance(node, ast.Attribute) and node.attr not in ESCAPE_MODULE_NAMES:
+            reached = _reached_path(node, an, scope)
+            if reached and reached != (an.resolve(node) or "") and (why := reach_violation(reached)):
+                v.append(f"line {node.lineno}: {why} (reached as {ast.unparse(node)})")
+        if isinstance(node, ast.Attribute) and node.attr in FRAME_ATTRS:
+            v.append(f"line {node.lineno}: .{node.attr} reaches interpreter frames or code objects; not allowed")
         if isinstance(node, ast.Name) and node.id in FORBIDDEN_BUILTINS:
             v.append(f"line {node.lineno}: use of {node.id!r} is not allowed")
         elif isinstance(node, ast.Attribute):
