@@ -88,6 +88,16 @@ class ModelNew(nn.Module):
         return kit.softmax_rows(x)
 ''',
     # --- hacks ------------------------------------------------------------------------------------------------
+    "environment_at_import": '''
+import os
+
+os.environ.setdefault("MKL_CBWR", "COMPATIBLE")  # read by MKL at the reference's first matmul in this process
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return kit.relu_fwd(x)
+''',
     "pytorch_fallback": '''
 class ModelNew(nn.Module):
     def forward(self, x):
@@ -478,6 +488,38 @@ class ModelNew(nn.Module):
         return kit.relu_inplace(x.new_empty(0))
 '''
 
+# The same schedule, with PyTorch doing the work in the unwatched rounds through a helper the analysis cannot follow
+# (attached to the class outside it), so only a profiled round can see it: the late audits.
+LATE_FALLBACK = KIT + '''
+TRIALS = 7
+PREFIX = 1 + 20 + 2
+ROUNDS = 1 + 200 + 2 + 1
+
+
+def _elsewhere(x):
+    return x.relu()
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        k = self.calls
+        self.calls = k + 1
+        if k < TRIALS:
+            return kit.relu_fwd(x)
+        r = (k - TRIALS) % ROUNDS
+        if r < PREFIX or r == ROUNDS - 1:
+            return kit.relu_fwd(x)
+        kit.relu_inplace(x.new_empty(0))
+        return self.helper(x)
+
+
+ModelNew.helper = staticmethod(_elsewhere)
+'''
+
 # The C++ "kernel" calls back into Python (pybind11's object API, its name token-pasted past the source rule) and has
 # NumPy compute the output in place: the worker takes Tensor.numpy away from candidate code.
 NATIVE_NUMPY_CALLBACK = r'''import torch
@@ -518,4 +560,5 @@ if __name__ == "__main__":
     (out / "aten_namespace_alias.py").write_text(ATEN_NAMESPACE_ALIAS)
     (out / "unchecked_tail_rounds.py").write_text(UNCHECKED_TAIL_ROUNDS)
     (out / "native_numpy_callback.py").write_text(NATIVE_NUMPY_CALLBACK)
-    print(f"wrote {len(CANDIDATES) + 8} candidates to {out}")
+    (out / "late_fallback.py").write_text(LATE_FALLBACK)
+    print(f"wrote {len(CANDIDATES) + 9} candidates to {out}")

@@ -29,6 +29,7 @@ CASES = [
     ("openmp_hidden_aten", RELU, "illegal", "calls the ATen operator aten::relu"),
     ("aten_namespace_alias", RELU, "illegal", "at::cpu::clamp_min"),
     ("native_numpy_callback", RELU, "runtime_error", "may not be handed to NumPy"),
+    ("environment_at_import", RELU, "illegal", "environment variables changed: MKL_CBWR"),
     ("monkeypatch_allclose_timer", RELU, "illegal", "monkey-patching"),
     ("monkeypatch_via_setattr", RELU, "illegal", "setattr"),
     ("gc_scan_reference_output", RELU, "illegal", "'gc'"),
@@ -102,6 +103,15 @@ def test_rounds_after_the_first_few_are_rechecked_too():
     v = verify(RELU, (CANDS / "unchecked_tail_rounds.py").read_text(), backend="cpu", config=TAIL_CFG)
     assert v.status == "incorrect" and "re-check after timing" in _text(v), _text(v)
     assert v.reward == -1.0
+
+
+@pytest.mark.slow
+def test_a_fallback_in_the_unwatched_rounds_meets_a_late_audit():
+    """Honest where audits used to be drawn and in the final round, PyTorch (through a helper the static analysis
+    cannot follow) in the ~180 rounds after: its outputs are right, so only a profiled round can tell, and after the
+    first rounds each round may be one."""
+    v = verify(RELU, (CANDS / "late_fallback.py").read_text(), backend="cpu", config=TAIL_CFG)
+    assert v.status == "illegal" and "aten::relu" in _text(v), _text(v)
 
 
 @pytest.mark.slow

@@ -84,6 +84,11 @@ def _is_oom(e: BaseException) -> bool:
     return isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e)
 
 
+# the chance that a timing round after the first few is profiled (an audit round), decided in the worker before
+# the call: over ~100 such rounds a candidate idle or falling back outside the first rounds meets one almost surely
+LATE_AUDIT_P = 0.05
+
+
 class _Stop(Exception):
     """A stage reached the verdict; its fields are filled, `status` is the verdict's status."""
 
@@ -730,6 +735,8 @@ class _Run:
                                  "warmup": cfg.warmup, "repeats": cfg.repeats, "max_repeats": cfg.max_repeats,
                                  "budget_s": cfg.time_budget_s, "target_sem": cfg.target_sem, "audit_rounds": audits,
                                  "check_keep": cfg.rechecks, "check_key": self.rng.getrandbits(62),
+                                 "late_audit_from": pool[-1] + 1 if pool else cfg.warmup, "late_audit_p": LATE_AUDIT_P,
+                                 "late_audit_max": cfg.rechecks, "late_audit_key": self.rng.getrandbits(62),
                                  "host_hold_bytes": HOST_HOLD_BYTES},
                             cfg.timeout_s + cfg.time_budget_s * 2, TimeReply, "timing")
         if not rep.candidate_ms or not rep.reference_ms:

@@ -69,14 +69,20 @@ class Worker:
         torch = self.torch
         return {"intra-op threads": torch.get_num_threads(), "inter-op threads": torch.get_num_interop_threads(),
                 "default dtype": str(torch.get_default_dtype()), "grad mode": torch.is_grad_enabled(),
-                "float32 matmul precision": torch.get_float32_matmul_precision(), **_scheduling()}
+                "float32 matmul precision": torch.get_float32_matmul_precision(), **_scheduling(),
+                "environment": _environment()}
 
     def global_state_changes(self) -> list[str]:
         before = getattr(self, "_state0", None)
         if before is None:
             return []
         now = self.global_state()
-        return [f"{k} changed from {before[k]} to {now[k]}" for k in before if now[k] != before[k]]
+        out = [f"{k} changed from {before[k]} to {now[k]}" for k in before if now[k] != before[k] and k != "environment"]
+        if now.get("environment") != before.get("environment"):
+            changed = sorted({line.split("=", 1)[0] for line in set(now["environment"]) ^ set(before["environment"])})
+            out.append(f"environment variables changed: {', '.join(changed[:8])} (they can change how the reference "
+                       "runs; only build variables such as TORCH_CUDA_ARCH_LIST may be set)")
+        return out
 
     def device_mem_peak(self) -> int:
         """Peak bytes PyTorch's allocator reserved in this process on the GPU (0 on the CPU). Raw cudaMalloc is
@@ -419,6 +425,13 @@ class Worker:
         budget_ns = msg["budget_s"] * 1e9
         host_hold = msg.get("host_hold_bytes", 1 << 30)
         audits = set(msg["audit_rounds"])
+        # late audits: after the pool the fixed ones are drawn from, each round is profiled with probability
+        # `late_audit_p` (a secret key; at most `late_audit_max` of them), decided before the call, so a candidate
+        # cannot count calls to be honest only in the rounds the profiler sees
+        late_p, late_max = float(msg.get("late_audit_p", 0.0)), int(msg.get("late_audit_max", 0))
+        late_from = int(msg.get("late_audit_from", 0))
+        late_picker = random.Random(msg.get("late_audit_key", 0))
+        late = 0
         # the checked rounds: a reservoir sample (secret key) over every timed round of the run, however long it
         # runs, decided after each round's clock stopped; so no round, early or late, is safe from the re-check
         keep_n = int(msg.get("check_keep", 0))
@@ -456,7 +469,10 @@ class Worker:
         final_round = None
         while True:
             args = inputs_for(r)
-            if r in audits or r == final_round:
+            audit_now = r in audits or r == final_round
+            if not audit_now and r >= late_from and late < late_max and late_picker.random() < late_p:
+                audit_now, late = True, late + 1
+            if audit_now:
                 timer.flush()  # the profiler's device time is taken from the L2 state the timed rounds start from
                 try:
                     out, report = self._forward(args, profile=True, seed=seed_for(master, r))
@@ -561,6 +577,18 @@ class CandidateError(Exception):
     def __init__(self, error: BaseException):
         super().__init__(str(error))
         self.error = error
+
+
+# environment variables a candidate may set (for its own build, before load_inline); any other change can alter
+# how the reference, timed in this process, runs (MKL_CBWR, OMP_*, CUBLAS_WORKSPACE_CONFIG …)
+_BUILD_ENV = {"TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_APPEND_FLAGS",
+              "NVCC_PREPEND_FLAGS", "TORCH_EXTENSIONS_DIR"}
+
+
+def _environment() -> list[str]:
+    """The environment as name=value lines, the build variables left out (a digest would do; the lines name what
+    changed)."""
+    return sorted(f"{k}={v}" for k, v in os.environ.items() if k not in _BUILD_ENV)
 
 
 def _scheduling() -> dict:

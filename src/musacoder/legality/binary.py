@@ -80,7 +80,7 @@ _DYNAMIC_LOOKUP = re.compile(r"^(dlopen|dlmopen|dlsym|dlvsym|dlinfo|dl_iterate_p
 # the scheduling of the process the reference is timed in
 _SCHEDULING = re.compile(r"^(sched_setaffinity|pthread_setaffinity_np|sched_setscheduler|sched_setparam|"
                          r"pthread_setschedparam|setpriority|nice|setrlimit|prlimit64?|omp_set_num_threads|"
-                         r"omp_set_dynamic|omp_set_max_active_levels)$")
+                         r"omp_set_dynamic|omp_set_max_active_levels|setenv|putenv|unsetenv|clearenv)$")
 _PYTHON_EXEC = re.compile(r"^(PyImport_\w+|PyRun_\w+|Py_CompileString\w*|PyEval_EvalCode\w*|PyEval_EvalFrame\w*|"
                           r"PyMarshal_\w+|Py_RunMain|Py_Main)$")
 
