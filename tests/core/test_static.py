@@ -312,7 +312,11 @@ class ModelNew(nn.Module):
     # reading the caller's stack: which code called forward (the timer, the profiler)
     ("import warnings\nc = warnings.catch_warnings\n", "warnings.catch_warnings"),
     ("def g():\n    yield 1\nh = g()\nf = h.gi_frame\n", "frames"),
+    # a module handed on as a value (a list, an argument, a default) is past every rule keyed on its name
+    ("import enum\nE = next(iter([enum]))\n", "used as a value"),
+    ("def f(m=torch):\n    return m\n", "used as a value"),
 ])
+
 def test_escapes_through_allowed_modules_are_rejected(code, phrase):
     got = rules(code + _FWD)
     assert any(phrase in v for v in got), got
@@ -323,3 +327,41 @@ def test_what_candidates_use_of_allowed_modules_still_passes():
             "import os\nimport math\narch = os.environ.get('TORCH_CUDA_ARCH_LIST', '9.0')\nroot = os.path.join(os.getcwd(), 'b')\n"
             "from torch.utils.cpp_extension import CUDA_HOME\nn = max(1, min(4, math.ceil(2.5)))\n")
     assert rules(code + _FWD) == []
+
+
+_OPS = """
+class ModelNew(nn.Module):
+    def forward(self, x, y):
+        n = x.size(0) * 2 + len(x.shape) - 1
+        out = torch.empty_like(x)
+        if n > 4 and x.dim() == 2:
+            ext.f(out)
+        return {expr}
+"""
+
+
+@pytest.mark.parametrize("expr", ["x * (x > 0)", "out + y", "-x", "x.view(-1) * 2", "out[0] / 3", "abs(x) ** 2"])
+def test_python_operators_on_tensors_in_forward_are_compute(expr):
+    got = rules(_OPS.replace("{expr}", expr))
+    assert any("arithmetic on the tensor" in v for v in got), got
+
+
+def test_operators_on_sizes_are_plumbing():
+    assert rules(_OPS.replace("{expr}", "out")) == []
+
+
+@pytest.mark.parametrize("native,phrase", [
+    ("unsigned long long t = __rdtsc();", "time"),
+    ("double t = omp_get_wtime();", "time"),
+    ("extern char** environ; environ[0] = 0;", "environment"),
+    ("mallopt(-3, 65536);", "allocator"),
+    ("struct sigaction sa; sigaction(11, &sa, nullptr);", "signals"),
+    ("mprotect(p, 4096, 0);", "signals"),
+    ("auto t = torch::from_blob(p, {4});", "foreign memory"),
+    ("clone(fn, stack, 0, nullptr);", "threads"),
+])
+def test_native_sources_that_time_themselves_or_change_the_process_are_rejected(native, phrase):
+    head = HEAD.replace("torch::Tensor f(torch::Tensor x) { return x; }",
+                        "torch::Tensor f(torch::Tensor x) { " + native + " return x; }")
+    got = check_static(head + _FWD, "cpu").violations
+    assert any(phrase in v for v in got), got

@@ -19,7 +19,9 @@ the trusted side reads the library's imports and rejects:
 - looking up or loading code by a name made at run time (`dlopen`, `dlsym`, `dl_iterate_phdr`, `dladdr` …), the way
   round an import table;
 - changing the scheduling or threads of the process the reference is timed in (`sched_setaffinity`, `setpriority`,
-  `at::set_num_threads` …).
+  `at::set_num_threads` …), its environment (`setenv`, libc's `environ`) or its allocator (`mallopt`), handling
+  signals or protecting memory (`sigaction`, `mprotect`: a fault handler can fill an output after forward returned),
+  and starting threads of its own (`pthread_create`, `clone`; OpenMP is the way to use several cores).
 
 What the library does with files, processes and syscalls is left to the sandbox, which contains it whatever the
 binary holds; the rules here are about what the kernel computes with and what would blind the verifier. Symbols that
@@ -81,6 +83,11 @@ _DYNAMIC_LOOKUP = re.compile(r"^(dlopen|dlmopen|dlsym|dlvsym|dlinfo|dl_iterate_p
 _SCHEDULING = re.compile(r"^(sched_setaffinity|pthread_setaffinity_np|sched_setscheduler|sched_setparam|"
                          r"pthread_setschedparam|setpriority|nice|setrlimit|prlimit64?|omp_set_num_threads|"
                          r"omp_set_dynamic|omp_set_max_active_levels|setenv|putenv|unsetenv|clearenv)$")
+# the environment, the allocator, signals and memory protection, threads: state of the process the reference is
+# timed in, and ways to compute an output after forward returned (a page-fault handler filling it when read)
+_PROCESS_STATE = re.compile(r"^(environ|__environ|_environ|mallopt|malloc_trim|__malloc_hook|__free_hook|"
+                            r"__realloc_hook|__memalign_hook|sigaction|signal|__sysv_signal|bsd_signal|sigaltstack|"
+                            r"mprotect|pkey_mprotect|pthread_create|clone|clone3|thrd_create)$")
 _PYTHON_EXEC = re.compile(r"^(PyImport_\w+|PyRun_\w+|Py_CompileString\w*|PyEval_EvalCode\w*|PyEval_EvalFrame\w*|"
                           r"PyMarshal_\w+|Py_RunMain|Py_Main)$")
 
@@ -270,6 +277,9 @@ def symbol_violation(symbol: str, allow_vendor_libs: bool = False) -> str | None
     if not parts and _SCHEDULING.match(symbol) or parts[:2] in (("at", "set_num_threads"),
                                                                  ("at", "set_num_interop_threads")):
         return f"changes the scheduling or threads of the process the reference is timed in: {plain}"
+    if not parts and _PROCESS_STATE.match(symbol):
+        return (f"changes the state of the process the reference is timed in, or works outside forward's call: "
+                f"{symbol}")
     if not parts and _PYTHON_EXEC.match(symbol):
         return f"runs Python from native code: {symbol}"
     if not allow_vendor_libs and VENDOR_PATTERNS.search(plain):

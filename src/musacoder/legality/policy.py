@@ -143,7 +143,16 @@ NATIVE_FORBIDDEN = [
      "changes global PyTorch/OpenMP/CUDA state"),
     (re.compile(r"#\s*pragma\s+omp\s+(?:parallel\s+)?(?:task|single\s+nowait|master)\b|\bnowait\b|\.detach\s*\(\s*\)"),
      "leaves work running after returning (omp task/nowait/detached threads)"),
-    (re.compile(r"\bsleep\s*\(|usleep\s*\(|nanosleep|std::chrono|clock_gettime|gettimeofday|\brdtsc\b"), "reads or manipulates time"),
+    (re.compile(r"\bsleep\s*\(|usleep\s*\(|nanosleep|std::chrono|clock_gettime|gettimeofday|rdtsc|rdpmc|readcyclecounter|"
+                r"\bclock\s*\(|\btime\s*\(|getrusage|\btimes\s*\(|omp_get_wtime|omp_get_wtick"),
+     "reads or manipulates time (a kernel that times itself can tell a watched call from a timed one)"),
+    (re.compile(r"\benviron\b|__environ"), "changes the environment"),
+    (re.compile(r"\bmallopt\b|malloc_trim|__malloc_hook|__free_hook|__realloc_hook|__memalign_hook"),
+     "changes the memory allocator's settings (they slow the reference timed in the same process)"),
+    (re.compile(r"\bsigaction\b|\bsignal\s*\(|sigaltstack|\bmprotect\b|pkey_mprotect|userfaultfd|\bfrom_blob\b"),
+     "handles signals, protects memory or wraps foreign memory as a tensor (an output must be computed, in memory "
+     "PyTorch allocated, when forward returns)"),
+    (re.compile(r"\bclone3?\s*\(|pthread_create|thrd_create"), "spawns threads"),
 ]
 # Methods of plain Python values (lists, dicts, strings) that a forward path may call on a receiver the analysis cannot
 # type; `index` and `count` are also list methods, so they are not read as tensor compute.

@@ -260,6 +260,21 @@ def _scoped(tree: ast.Module, an: R.Resolver):
             todo.append((child, inner))
 
 
+@functools.lru_cache(maxsize=1024)
+def _names_module(path: str) -> bool:
+    """Whether the dotted path (rooted at an allowed module) is a module object."""
+    import importlib
+    import types
+
+    try:
+        obj = importlib.import_module(path.split(".")[0])
+        for p in path.split(".")[1:]:
+            obj = getattr(obj, p)
+    except Exception:  # noqa: BLE001 - not importable here, or no such attribute
+        return False
+    return isinstance(obj, types.ModuleType)
+
+
 def _reached_path(node: ast.Attribute, an: R.Resolver, scope) -> str:
     """The dotted path an attribute reaches from an allowed module, following assignments (`e = enum; e.bltns` is
     enum.bltns), or "" when it does not start at one."""
@@ -281,6 +296,11 @@ def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
     for node, scope in _scoped(tree, an):
         if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
             parent = parents.get(id(node))
+            path = an.resolve(node) or ""
+            if path.split(".")[0] in ALLOWED_IMPORTS and not (isinstance(parent, ast.Attribute) and parent.value is node) \
+                    and _names_module(path):  # a module handed on as a value: past every rule keyed on its name
+                v.append(f"line {node.lineno}: the module {path} is used as a value ({ast.unparse(parent or node)[:50]}); "
+                         "use modules only by their attributes")
             if not (isinstance(parent, ast.Attribute) or (isinstance(parent, ast.Call) and parent.func is node)):
                 val = an.value(node, scope)  # a PyTorch compute function kept as a value: a fallback in waiting
                 if val.kind == R.TORCH and _is_torch_compute_function(val.path):
@@ -319,6 +339,89 @@ def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
     return v
 
 
+class _Tensors:
+    """Which expressions of one forward-path function are tensors for certain: forward's own inputs, what the
+    torch's allocation and view plumbing returns, views and slices of those, and names bound to them. Python operators on such a tensor (`x * (x > 0)`, `out += b`) are PyTorch compute through operator
+    overloading. Anything not known to be a tensor (sizes, `self` attributes, helper parameters) is left alone."""
+
+    _SCALAR_METHODS = {"size", "numel", "nelement", "dim", "ndimension", "item", "stride", "element_size", "data_ptr",
+                       "storage_offset", "get_device", "is_contiguous", "is_floating_point", "tolist", "type"}
+    _SCALAR_ATTRS = {"shape", "ndim", "dtype", "device", "is_cuda", "layout", "requires_grad"}
+
+    def __init__(self, an: R.Resolver, fn: ast.AST, scope: R.Scope, is_forward: bool):
+        self.an, self.scope = an, scope
+        args = fn.args.posonlyargs + fn.args.args if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+        self.inputs = {a.arg for a in args[1:]} | ({fn.args.vararg.arg} if getattr(fn.args, "vararg", None) else set()) \
+            if is_forward else set()
+        self.bound: dict[str, list[ast.AST]] = {}
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    if isinstance(t, ast.Name):
+                        self.bound.setdefault(t.id, []).append(node.value)
+            elif isinstance(node, ast.NamedExpr):
+                self.bound.setdefault(node.target.id, []).append(node.value)
+        self._active: set[int] = set()
+
+    def is_tensor(self, e: ast.AST) -> bool:
+        if id(e) in self._active:
+            return False
+        self._active.add(id(e))
+        try:
+            return self._is_tensor(e)
+        finally:
+            self._active.discard(id(e))
+
+    def _is_tensor(self, e: ast.AST) -> bool:
+        if isinstance(e, ast.Name):
+            if e.id in self.bound:
+                return any(self.is_tensor(v) for v in self.bound[e.id])
+            return e.id in self.inputs
+        if isinstance(e, ast.Subscript):
+            return self.is_tensor(e.value)
+        if isinstance(e, ast.Attribute):
+            if e.attr in ("T", "mT", "H", "data", "real", "imag"):
+                return self.is_tensor(e.value)
+            if e.attr in self._SCALAR_ATTRS:
+                return False
+            return self.an.value(e, self.scope).kind == R.SUBMODULE_MEMBER and e.attr in ("weight", "bias")
+        if isinstance(e, (ast.BinOp, ast.UnaryOp)):
+            return any(self.is_tensor(x) for x in ([e.left, e.right] if isinstance(e, ast.BinOp) else [e.operand]))
+        if isinstance(e, ast.Call):
+            if self._builtin_on_tensor(e):
+                return True
+            fv = self.an.value(e.func, self.scope)  # (a kernel's result may be a scalar: not assumed a tensor)
+            if fv.kind == R.TORCH:
+                return fv.path.split(".")[-1] in TORCH_PLUMBING and _torch_call_allowed(fv.path)
+            if isinstance(e.func, ast.Attribute) and e.func.attr not in self._SCALAR_METHODS \
+                    and e.func.attr in TENSOR_PLUMBING:
+                return self.is_tensor(e.func.value)
+        return False
+
+    _MATH_BUILTINS = {"abs", "round", "pow", "sum", "min", "max", "divmod"}
+
+    def _builtin_on_tensor(self, e: ast.Call) -> bool:
+        return isinstance(e.func, ast.Name) and e.func.id in self._MATH_BUILTINS and \
+            any(self.is_tensor(a) for a in e.args)
+
+    def arithmetic(self, node: ast.AST) -> str | None:
+        """The tensor operand of a Python operator (or of `abs`, `sum`, `max` … , which run one) at `node`, or None."""
+        if isinstance(node, ast.Call) and self._builtin_on_tensor(node):
+            return next(ast.unparse(a)[:40] for a in node.args if self.is_tensor(a))
+        if isinstance(node, ast.BinOp):
+            operands = [node.left, node.right]
+        elif isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.Not):
+            operands = [node.operand]
+        elif isinstance(node, ast.Compare) and not any(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
+                                                        for o in node.ops):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.AugAssign):
+            operands = [node.target, node.value]
+        else:
+            return None
+        return next((ast.unparse(o)[:40] for o in operands if self.is_tensor(o)), None)
+
+
 class _ForwardPath:
     """ModelNew.forward and everything it reaches that the analysis can resolve: methods, module functions, lambdas,
     partials and the `forward` of the file's own modules. Checks every call there, collecting violations, the own
@@ -333,7 +436,7 @@ class _ForwardPath:
 
     def run(self) -> list[str]:
         an = self.an
-        forward = an.methods(an.modelnew).get("forward")
+        forward = self.forward = an.methods(an.modelnew).get("forward")
         if forward is not None:
             self._follow(forward, an.method_scope(an.modelnew, forward))
         while self._todo:
@@ -350,11 +453,15 @@ class _ForwardPath:
     def _check_function(self, fn: ast.AST, scope: R.Scope) -> None:
         parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
         body = fn.body if isinstance(fn.body, list) else [fn.body]
+        tensors = _Tensors(self.an, fn, scope, is_forward=fn is self.forward)
         for node in (n for stmt in body for n in ast.walk(stmt)):
             if isinstance(node, ast.Try):
                 self.violations.append(f"line {node.lineno}: try/except in the forward path is not allowed")
             elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
                 self.violations.append(f"line {node.lineno}: the @ operator runs a PyTorch matmul; write a kernel")
+            elif (operand := tensors.arithmetic(node)) is not None:
+                self.violations.append(f"line {node.lineno}: arithmetic on the tensor {operand} ({ast.unparse(node)[:60]}) "
+                                       "runs PyTorch ops; compute in your kernels")
             elif isinstance(node, ast.Call):
                 self._check_call(node, scope)
             elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
