@@ -520,6 +520,45 @@ class ModelNew(nn.Module):
 ModelNew.helper = staticmethod(_elsewhere)
 '''
 
+# Honest output, but after the trials it grows the input it was given: the reference, timed on the same tensor right
+# after, does twice the work (values untouched; only the layout changes).
+INPUT_RESIZED_WHILE_TIMED = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+src = r"""
+#include <torch/extension.h>
+
+torch::Tensor relu_fwd(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] > 0.f ? in[i] : 0.f;
+    return out;
+}
+
+void grow(torch::Tensor x) {
+    if (x.dim() == 2) x.resize_({2, x.size(0), x.size(1)});
+}
+"""
+
+ext = load_inline(name="input_grow", cpp_sources=src, functions=["relu_fwd", "grow"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls = self.calls + 1
+        out = ext.relu_fwd(x)
+        if self.calls > 7:
+            ext.grow(x)
+        return out
+'''
+
 # The C++ "kernel" calls back into Python (pybind11's object API, its name token-pasted past the source rule) and has
 # NumPy compute the output in place: the worker takes Tensor.numpy away from candidate code.
 NATIVE_NUMPY_CALLBACK = r'''import torch
@@ -561,4 +600,5 @@ if __name__ == "__main__":
     (out / "unchecked_tail_rounds.py").write_text(UNCHECKED_TAIL_ROUNDS)
     (out / "native_numpy_callback.py").write_text(NATIVE_NUMPY_CALLBACK)
     (out / "late_fallback.py").write_text(LATE_FALLBACK)
-    print(f"wrote {len(CANDIDATES) + 9} candidates to {out}")
+    (out / "input_resized_while_timed.py").write_text(INPUT_RESIZED_WHILE_TIMED)
+    print(f"wrote {len(CANDIDATES) + 10} candidates to {out}")

@@ -359,6 +359,9 @@ def test_operators_on_sizes_are_plumbing():
     ("mprotect(p, 4096, 0);", "signals"),
     ("auto t = torch::from_blob(p, {4});", "foreign memory"),
     ("clone(fn, stack, 0, nullptr);", "threads"),
+    ("bool watched = at::hasCallbacks();", "profiler"),
+    ("struct timespec ts; timespec_get(&ts, 1);", "time"),
+    ("madvise(p, 1 << 20, 4);", "allocator"),
 ])
 def test_native_sources_that_time_themselves_or_change_the_process_are_rejected(native, phrase):
     head = HEAD.replace("torch::Tensor f(torch::Tensor x) { return x; }",

@@ -748,6 +748,12 @@ class _Run:
             v.legal = False
             v.stages["timing"] = "failed"
             raise _Stop("illegal")
+        if rep.relaid_rounds:
+            v.violations.append(f"forward changed the shape, strides or storage of its inputs in "
+                                f"{len(rep.relaid_rounds)} timed round(s) (inputs are read-only)")
+            v.legal = False
+            v.stages["timing"] = "failed"
+            raise _Stop("illegal")
         if rep.no_launch_rounds:
             v.violations.append(f"the candidate's own kernels did not run in {len(rep.no_launch_rounds)} timed "
                                 "round(s) (cached or fallback results while timing)")

@@ -81,6 +81,7 @@ class TimeReply(_Reply):
     device_mem_peak: int = 0
     timer_overhead_ms: float | None = None
     no_launch_rounds: list[int] = []
+    relaid_rounds: list[int] = []
     final_round: int | None = None
 
 

@@ -441,6 +441,7 @@ class Worker:
         sets: list = []
         checked = {}
         no_launch: list[int] = []
+        relaid: list[int] = []
         cand_ms: list = []
         ref_ms: list[float] = []
         audit_out = {}
@@ -485,12 +486,15 @@ class Worker:
                     break
             else:
                 launches0 = self.launches()
+                layout0 = _layout(args)
                 try:
                     t_c, out = _guarded(timer.timed, self.model, args)
                 except CandidateError as e:
                     return _candidate_error(e.error, f"forward (timing round {r})")
                 if self.launches() == launches0:
                     no_launch.append(r)
+                if _layout(args) != layout0:  # the reference runs on these same tensors next
+                    relaid.append(r)
                 timed_rounds += 1
                 slot = len(kept) if len(kept) < keep_n else picker.randrange(timed_rounds)
                 if slot < keep_n:  # a timed round like any other: its output is kept only after the clock stopped
@@ -520,7 +524,7 @@ class Worker:
         sets.clear()
         return {"ok": True, "candidate_ms": trip.charge(cand_ms), "reference_ms": ref_ms, "audits": audit_out,
                 "checks": checked, "device_mem_peak": self.device_mem_peak(), "timer_overhead_ms": trip.ms(),
-                "no_launch_rounds": no_launch, "final_round": final_round}
+                "no_launch_rounds": no_launch, "relaid_rounds": relaid, "final_round": final_round}
 
     def op_take_outputs(self, msg):
         """The outputs kept from the last `time` request's audit and check rounds (those of `rounds`, default all),
@@ -589,6 +593,18 @@ def _environment() -> list[str]:
     """The environment as name=value lines, the build variables left out (a digest would do; the lines name what
     changed)."""
     return sorted(f"{k}={v}" for k, v in os.environ.items() if k not in _BUILD_ENV)
+
+
+def _layout(args) -> list:
+    """What of each input tensor the candidate could change in place without touching its values: shape, strides,
+    offset and storage (pointer and size). Compared around every timed call, since the reference is timed on the same
+    tensors right after (a `resize_` to a larger batch made the reference do 12 times the work)."""
+    out = []
+    for a in args:
+        if type(a) is not type(None) and hasattr(a, "untyped_storage"):
+            st = a.untyped_storage()
+            out.append((tuple(a.shape), a.stride(), a.storage_offset(), st.data_ptr(), st.nbytes(), a.dtype))
+    return out
 
 
 def _scheduling() -> dict:

@@ -75,8 +75,9 @@ _FORBIDDEN_NAMESPACES = {
     ("libkineto",): "the profiler (Kineto)",
 }
 _OPS = ("at", "_ops")
-_PROFILER_NAME = re.compile(r"RecordFunction|recordFunction|ThreadLocalCallback|GlobalCallback|clearCallbacks|"
-                            r"removeCallback|disableCallback|reenableCallback|kineto|cupti|[Pp]rofiler")
+_PROFILER_NAME = re.compile(r"RecordFunction|ThreadLocalCallback|GlobalCallback|clearCallbacks|removeCallback|"
+                            r"disableCallback|reenableCallback|hasCallbacks|ThreadLocalDebugInfo|DebugInfoKind|"
+                            r"kineto|cupti|profiler", re.I)
 # looking up or loading code by a name made at run time: the way round an import table
 _DYNAMIC_LOOKUP = re.compile(r"^(dlopen|dlmopen|dlsym|dlvsym|dlinfo|dl_iterate_phdr|dladdr1?|_r_debug)$")
 # the scheduling of the process the reference is timed in
@@ -87,7 +88,11 @@ _SCHEDULING = re.compile(r"^(sched_setaffinity|pthread_setaffinity_np|sched_sets
 # timed in, and ways to compute an output after forward returned (a page-fault handler filling it when read)
 _PROCESS_STATE = re.compile(r"^(environ|__environ|_environ|mallopt|malloc_trim|__malloc_hook|__free_hook|"
                             r"__realloc_hook|__memalign_hook|sigaction|signal|__sysv_signal|bsd_signal|sigaltstack|"
-                            r"mprotect|pkey_mprotect|pthread_create|clone|clone3|thrd_create)$")
+                            r"mprotect|pkey_mprotect|pthread_create|clone|clone3|thrd_create|madvise|posix_madvise|"
+                            r"mmap|mmap64|munmap|mremap|brk|sbrk)$")
+# clocks: a kernel that times itself can tell a watched (profiled) call from a timed one
+_CLOCKS = re.compile(r"^(clock_gettime|clock_getres|clock|time|gettimeofday|timespec_get|ftime|getrusage|times|"
+                     r"omp_get_wtime|omp_get_wtick|timer_create)$")
 _PYTHON_EXEC = re.compile(r"^(PyImport_\w+|PyRun_\w+|Py_CompileString\w*|PyEval_EvalCode\w*|PyEval_EvalFrame\w*|"
                           r"PyMarshal_\w+|Py_RunMain|Py_Main)$")
 
@@ -280,6 +285,8 @@ def symbol_violation(symbol: str, allow_vendor_libs: bool = False) -> str | None
     if not parts and _PROCESS_STATE.match(symbol):
         return (f"changes the state of the process the reference is timed in, or works outside forward's call: "
                 f"{symbol}")
+    if not parts and _CLOCKS.match(symbol):
+        return f"reads a clock (a kernel that times itself can tell a watched call from a timed one): {symbol}"
     if not parts and _PYTHON_EXEC.match(symbol):
         return f"runs Python from native code: {symbol}"
     if not allow_vendor_libs and VENDOR_PATTERNS.search(plain):

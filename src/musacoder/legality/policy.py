@@ -125,7 +125,8 @@ NATIVE_FORBIDDEN = [
                 r"(?:py|pybind11)::(?:getattr|hasattr|setattr|delattr|globals|builtins|reinterpret_borrow|reinterpret_steal)\b|"
                 r"PyObject_(?:Get|Set)Attr\w*|PyEval_GetBuiltins|PyDict_GetItem\w*|PyObject_Vectorcall\w*"), "calls back into Python"),
     (re.compile(r"cudaStreamCreate\w*|getStreamFromPool|setCurrentCUDAStream|cudaLaunchHostFunc|cudaStreamAddCallback|cudaGraph\w*|CUDAStreamGuard"), "uses side streams, graphs or host callbacks"),
-    (re.compile(r"RecordFunction|profiler|\bkineto\b|cupti", re.I), "inspects the profiler"),
+    (re.compile(r"RecordFunction|profiler|\bkineto\b|cupti|hasCallbacks|hasGlobalCallbacks|hasThreadLocalCallbacks|"
+                r"ThreadLocalDebugInfo|DebugInfoKind|ThreadLocalState", re.I), "inspects the profiler"),
     (re.compile(r"accessPolicyWindow|PersistingL2|cudaStreamSetAttribute|cuStreamSetAttribute|cudaCtxResetPersisting|"
                 r"cudaDeviceSetCacheConfig|cudaDeviceSetSharedMemConfig|cuCtxSetCacheConfig|\bnvml\w*", re.I),
      "changes device-wide cache, L2 persistence or clock settings (they outlive the call and affect the reference "
@@ -144,10 +145,12 @@ NATIVE_FORBIDDEN = [
     (re.compile(r"#\s*pragma\s+omp\s+(?:parallel\s+)?(?:task|single\s+nowait|master)\b|\bnowait\b|\.detach\s*\(\s*\)"),
      "leaves work running after returning (omp task/nowait/detached threads)"),
     (re.compile(r"\bsleep\s*\(|usleep\s*\(|nanosleep|std::chrono|clock_gettime|gettimeofday|rdtsc|rdpmc|readcyclecounter|"
-                r"\bclock\s*\(|\btime\s*\(|getrusage|\btimes\s*\(|omp_get_wtime|omp_get_wtick"),
+                r"\bclock\s*\(|\btime\s*\(|getrusage|\btimes\s*\(|omp_get_wtime|omp_get_wtick|timespec_get|\bftime\b|"
+                r"clock_getres|timer_create"),
      "reads or manipulates time (a kernel that times itself can tell a watched call from a timed one)"),
     (re.compile(r"\benviron\b|__environ"), "changes the environment"),
-    (re.compile(r"\bmallopt\b|malloc_trim|__malloc_hook|__free_hook|__realloc_hook|__memalign_hook"),
+    (re.compile(r"\bmallopt\b|malloc_trim|__malloc_hook|__free_hook|__realloc_hook|__memalign_hook|madvise|MADV_|"
+                r"\bmunmap\b|\bmremap\b|\bs?brk\s*\("),
      "changes the memory allocator's settings (they slow the reference timed in the same process)"),
     (re.compile(r"\bsigaction\b|\bsignal\s*\(|sigaltstack|\bmprotect\b|pkey_mprotect|userfaultfd|\bfrom_blob\b"),
      "handles signals, protects memory or wraps foreign memory as a tensor (an output must be computed, in memory "
