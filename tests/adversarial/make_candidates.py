@@ -463,42 +463,16 @@ class ModelNew(nn.Module):
         return ext.relu_fwd(x)
 '''
 
-# Honest in the correctness trials and in the timing rounds the trusted side used to draw its audits and checks from
-# (the first warmup + repeats + rechecks), and in the final, audited round; a call that does no work everywhere else.
-# The constants fit `test_adversarial.TAIL_CFG` (1 warm-up, 20 repeats, 2 re-checks, 200 rounds, never-met SEM).
-UNCHECKED_TAIL_ROUNDS = KIT + '''
+def _on_schedule(unwatched: str, before: str = "", after: str = "") -> str:
+    """A ReLU candidate honest in the correctness trials, in the timing rounds the trusted side used to draw its audits
+    and checks from (the first warmup + repeats + rechecks) and in the final, audited round; `unwatched` is forward's
+    last lines in every other round. The constants fit `test_adversarial.TAIL_CFG` (1 warm-up, 20 repeats, 2
+    re-checks, 200 rounds, never-met SEM)."""
+    return KIT + f'''
 TRIALS = 7  # 5 trials and 2 structured ones
 PREFIX = 1 + 20 + 2
 ROUNDS = 1 + 200 + 2 + 1  # the rounds of one `time` request, the final one included
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.calls = 0
-
-    def forward(self, x):
-        k = self.calls
-        self.calls = k + 1
-        if k < TRIALS:
-            return kit.relu_fwd(x)
-        r = (k - TRIALS) % ROUNDS
-        if r < PREFIX or r == ROUNDS - 1:
-            return kit.relu_fwd(x)
-        return kit.relu_inplace(x.new_empty(0))
-'''
-
-# The same schedule, with PyTorch doing the work in the unwatched rounds through a helper the analysis cannot follow
-# (attached to the class outside it), so only a profiled round can see it: the late audits.
-LATE_FALLBACK = KIT + '''
-TRIALS = 7
-PREFIX = 1 + 20 + 2
-ROUNDS = 1 + 200 + 2 + 1
-
-
-def _elsewhere(x):
-    return x.relu()
-
+{before}
 
 class ModelNew(nn.Module):
     def __init__(self):
@@ -513,12 +487,18 @@ class ModelNew(nn.Module):
         r = (k - TRIALS) % ROUNDS
         if r < PREFIX or r == ROUNDS - 1:
             return kit.relu_fwd(x)
-        kit.relu_inplace(x.new_empty(0))
-        return self.helper(x)
+{unwatched}
+{after}'''
 
 
-ModelNew.helper = staticmethod(_elsewhere)
-'''
+# A call that does no work in the unwatched rounds: caught by the checked rounds, a reservoir over all of them.
+UNCHECKED_TAIL_ROUNDS = _on_schedule("        return kit.relu_inplace(x.new_empty(0))")
+
+# PyTorch doing the work in the unwatched rounds through a helper the analysis cannot follow (attached to the class
+# outside it), so only a profiled round can see it: the late audits.
+LATE_FALLBACK = _on_schedule("        kit.relu_inplace(x.new_empty(0))\n        return self.helper(x)",
+                             before="\n\ndef _elsewhere(x):\n    return x.relu()\n",
+                             after="\n\nModelNew.helper = staticmethod(_elsewhere)\n")
 
 # Honest output, but after the trials it grows the input it was given: the reference, timed on the same tensor right
 # after, does twice the work (values untouched; only the layout changes).

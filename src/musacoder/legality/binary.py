@@ -122,8 +122,15 @@ def _undefined(data: bytes) -> list[str]:
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         raise NotALibrary("not a 64-bit little-endian ELF file")
     listed = _section_view(data)
-    bound = _dynamic_view(data)
-    return listed + [s for s in dict.fromkeys(bound or []) if s not in set(listed)]
+    seen = set(listed)
+    return listed + [s for s in dict.fromkeys(_dynamic_view(data) or []) if s not in seen]
+
+
+def _string(data: bytes, table: int, size: int, at: int) -> str:
+    """The NUL-terminated name at offset `at` of the string table at `table` (`size` bytes); ValueError (a malformed
+    file) when it runs off the table's end."""
+    end = data.index(b"\0", table + at, table + size)
+    return data[table + at:end].decode("ascii", "replace")
 
 
 def _dynamic_view(data: bytes) -> list[str] | None:
@@ -184,8 +191,7 @@ def _dynamic_view(data: bytes) -> list[str] | None:
         name_at, _, _, shndx = struct.unpack_from("<IBBH", data, at(symtab + idx * syment, 24))
         if shndx != 0 or name_at == 0 or name_at >= strsz:
             continue
-        end = data.index(b"\0", str_off + name_at, str_off + strsz)
-        out.append(data[str_off + name_at:end].decode("ascii", "replace"))
+        out.append(_string(data, str_off, strsz, name_at))
     return out
 
 
@@ -213,8 +219,7 @@ def _section_view(data: bytes) -> list[str]:
         name_at, info, _, shndx = struct.unpack_from("<IBBH", data, pos)
         if shndx != 0 or name_at == 0 or name_at >= str_size or info >> 4 == 0:  # defined, unnamed or local
             continue
-        end = data.index(b"\0", str_off + name_at, str_off + str_size)
-        out.append(data[str_off + name_at:end].decode("ascii", "replace"))
+        out.append(_string(data, str_off, str_size, name_at))
     return out
 
 
@@ -295,10 +300,11 @@ def symbol_violation(symbol: str, allow_vendor_libs: bool = False) -> str | None
 
 
 def library_violations(path: Path, allow_vendor_libs: bool = False) -> list[str]:
-    """Each forbidden import of the library at `path`, as a message naming the library."""
+    """Each forbidden import of the library at `path`, as a message naming the library. A file that is not a library
+    this reader understands is one violation; a file that cannot be read raises `OSError` (not the candidate's)."""
     try:
         symbols = undefined_symbols(path)
-    except (NotALibrary, OSError) as e:
+    except NotALibrary as e:  # the build's bytes: the candidate's
         return [f"the extension library {Path(path).name} could not be inspected: {e}"]
     out = []
     for s in sorted(set(symbols)):

@@ -63,18 +63,22 @@ def kernel_names(native: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=None)
+def _object_at(path: str):
+    """The object at a dotted path rooted at an importable module, or None (no such module or attribute)."""
+    import importlib
+
+    try:
+        obj = importlib.import_module(path.split(".")[0])
+        for part in path.split(".")[1:]:
+            obj = getattr(obj, part)
+    except Exception:  # noqa: BLE001 - not importable here, or no such attribute
+        return None
+    return obj
+
+
 def _torch_object(path: str):
     """The object at a dotted torch path, or None (also when torch cannot be imported)."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    obj = torch
-    for part in path.split(".")[1:]:
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
+    return _object_at(path) if path.split(".")[0] == "torch" else None
 
 
 @functools.lru_cache(maxsize=None)
@@ -263,24 +267,14 @@ def _scoped(tree: ast.Module, an: R.Resolver):
 @functools.lru_cache(maxsize=1024)
 def _names_module(path: str) -> bool:
     """Whether the dotted path (rooted at an allowed module) is a module object."""
-    import importlib
     import types
 
-    try:
-        obj = importlib.import_module(path.split(".")[0])
-        for p in path.split(".")[1:]:
-            obj = getattr(obj, p)
-    except Exception:  # noqa: BLE001 - not importable here, or no such attribute
-        return False
-    return isinstance(obj, types.ModuleType)
+    return isinstance(_object_at(path), types.ModuleType)
 
 
-def _reached_path(node: ast.Attribute, an: R.Resolver, scope) -> str:
-    """The dotted path an attribute reaches from an allowed module, following assignments (`e = enum; e.bltns` is
-    enum.bltns), or "" when it does not start at one."""
-    r = an.resolve(node) or ""
-    if r.split(".")[0] in ALLOWED_IMPORTS:
-        return r
+def _followed_path(node: ast.Attribute, an: R.Resolver, scope) -> str:
+    """The dotted path an attribute reaches from an allowed module through names bound by assignment (`e = enum;
+    e.bltns` is enum.bltns), or "" where the value cannot be followed to one."""
     try:
         val = an.value(node, scope)
     except RecursionError:
@@ -294,10 +288,11 @@ def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
     v = []
     parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
     for node, scope in _scoped(tree, an):
+        path = (an.resolve(node) or "") if isinstance(node, (ast.Name, ast.Attribute)) else ""
+        imported = path.split(".")[0] in ALLOWED_IMPORTS  # rooted at an import: the name rules judge it
         if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
             parent = parents.get(id(node))
-            path = an.resolve(node) or ""
-            if path.split(".")[0] in ALLOWED_IMPORTS and not (isinstance(parent, ast.Attribute) and parent.value is node) \
+            if imported and not (isinstance(parent, ast.Attribute) and parent.value is node) \
                     and _names_module(path):  # a module handed on as a value: past every rule keyed on its name
                 v.append(f"line {node.lineno}: the module {path} is used as a value ({ast.unparse(parent or node)[:50]}); "
                          "use modules only by their attributes")
@@ -306,9 +301,8 @@ def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
                 if val.kind == R.TORCH and _is_torch_compute_function(val.path):
                     v.append(f"line {node.lineno}: {val.path} is a PyTorch compute op kept as a value; only your own "
                              "kernels may compute")
-        if isinstance(node, ast.Attribute) and node.attr not in ESCAPE_MODULE_NAMES:
-            reached = _reached_path(node, an, scope)
-            if reached and reached != (an.resolve(node) or "") and (why := reach_violation(reached)):
+        if isinstance(node, ast.Attribute) and node.attr not in ESCAPE_MODULE_NAMES and not imported:
+            if (reached := _followed_path(node, an, scope)) and (why := reach_violation(reached)):
                 v.append(f"line {node.lineno}: {why} (reached as {ast.unparse(node)})")
         if isinstance(node, ast.Attribute) and node.attr in FRAME_ATTRS:
             v.append(f"line {node.lineno}: .{node.attr} reaches interpreter frames or code objects; not allowed")
@@ -340,9 +334,9 @@ def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
 
 
 class _Tensors:
-    """Which expressions of one forward-path function are tensors for certain: forward's own inputs, what the
-    torch's allocation and view plumbing returns, views and slices of those, and names bound to them. Python operators on such a tensor (`x * (x > 0)`, `out += b`) are PyTorch compute through operator
-    overloading. Anything not known to be a tensor (sizes, `self` attributes, helper parameters) is left alone."""
+    """Which expressions of one forward-path function are tensors for certain: forward's own inputs, what torch's
+    allocation and view plumbing returns, views and slices of those, and names bound to them. Python operators on
+    such a tensor (`x * (x > 0)`, `out += b`) are PyTorch compute through operator overloading. Anything not known to be a tensor (sizes, `self` attributes, helper parameters) is left alone."""
 
     _SCALAR_METHODS = {"size", "numel", "nelement", "dim", "ndimension", "item", "stride", "element_size", "data_ptr",
                        "storage_offset", "get_device", "is_contiguous", "is_floating_point", "tolist", "type"}

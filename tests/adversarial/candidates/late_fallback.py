@@ -63,9 +63,9 @@ kit = load_inline(
     extra_cflags=["-O2"],
 )
 
-TRIALS = 7
+TRIALS = 7  # 5 trials and 2 structured ones
 PREFIX = 1 + 20 + 2
-ROUNDS = 1 + 200 + 2 + 1
+ROUNDS = 1 + 200 + 2 + 1  # the rounds of one `time` request, the final one included
 
 
 def _elsewhere(x):
