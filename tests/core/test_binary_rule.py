@@ -220,6 +220,18 @@ def test_the_verification_judges_every_library_its_candidate_loaded(tmp_path):
     assert status == "illegal" and "aten::bmm" in " ".join(v.violations)
     status, v = run([{"key": None, "ok": True, "library": str(tmp_path / "elsewhere.so")}])
     assert status == "passed" and any("elsewhere.so" in f for f in v.flags)
+    # a library the verifier cannot read (a cache cleared meanwhile) is its own problem, not the candidate's
+    import musacoder.legality.binary as binary
+
+    def unreadable(path, allow_vendor_libs=False):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    real, binary.library_violations = binary.library_violations, unreadable
+    try:
+        status, v = run([{"key": clean, "ok": True}], served_keys=[served])
+    finally:
+        binary.library_violations = real
+    assert status == "passed" and any("mc_ext.so" in f for f in v.flags)
 
 
 def _elf(names: list[str], strtab: bytes | None = None) -> bytes:

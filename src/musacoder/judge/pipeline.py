@@ -392,19 +392,24 @@ class _Run:
         if not keys and not private:
             return
         bad, missing = [], []
+        libs = []
         for key in keys:
-            libs = built_libraries(key, [self.cfg.cache_dir, sb.workdir / "mc-build"])
-            if libs is None:
+            found = built_libraries(key, [self.cfg.cache_dir, sb.workdir / "mc-build"])
+            if found is None:
                 missing.append(key[:12])
-            for lib in libs or []:
-                bad += library_violations(lib, self.cfg.allow_vendor_libs)
+            libs += found or []
         for lib in private:
             if lib.resolve().is_relative_to(sb.workdir.resolve()) and lib.is_file():
-                bad += library_violations(lib, self.cfg.allow_vendor_libs)
+                libs.append(lib)
             else:
                 missing.append(lib.name)
+        for lib in libs:
+            try:
+                bad += library_violations(lib, self.cfg.allow_vendor_libs)
+            except OSError:  # unreadable here (gone with a cleared cache, say): the verifier's, so not held against it
+                missing.append(lib.name)
         if missing:
-            v.flags.append(f"binary rule: no finished library found for build(s) {', '.join(missing)}")
+            v.flags.append(f"binary rule not applied (no finished, readable library) to: {', '.join(missing)}")
         if bad:
             v.stages["binary_legality"] = "failed"
             v.violations = list(dict.fromkeys(bad))
