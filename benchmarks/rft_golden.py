@@ -73,6 +73,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--build-only", action="store_true", help="only build OUT/rft from an existing OUT/run")
+    ap.add_argument("--compile-baseline", action="store_true",
+                    help="also time torch.compile for each sample (the bench default on cuda; off here: a pool needs "
+                         "the verdict, and compiling every reference took ~10 s of each verification on the H200)")
     a = ap.parse_args()
     if not a.build_only:
         from musacoder.data.solutions import generate
@@ -82,7 +85,8 @@ def main() -> None:
             raise SystemExit("no tasks (check --kernelbench-dir and --candidates)")
         print(f"{n} tasks, 2 samples each, backend {a.backend}, {a.workers} workers", flush=True)
         generate(a.out / "tasks", a.out / "run", model=f"dir:{a.out / 'responses'}", backend=a.backend, samples=2,
-                 turns=1, keep_optimizing=False, workers=a.workers, progress=False)
+                 turns=1, keep_optimizing=False, workers=a.workers, progress=False,
+                 verify={"time_compile_baseline": a.compile_baseline})
     summary = summarise(a.out)
     try:
         from musacoder.data.rft import build_rft
