@@ -17,6 +17,10 @@
 #   STEPS=service WORKERS=14 SVC_MB=64 (twice, the machine kept warm); STEPS=rft RFT_MB=64;
 #   STEPS=musa MUSA_MB=64 MUSA_ARGS=--no-timing (rft and musa reuse the service step's build cache when it is there)
 #   (issues 17, 18 and 19)
+#   STEPS=throughput LIMIT=48 WORKERS=14 T_THR=280 THR_PHASES=cold,warm, then on the same machine
+#   STEPS=throughput LIMIT=48 WORKERS=14 T_THR=120 THR_PHASES=warm THR_TAG=-noclean THR_VERIFY=clean_reference=false
+#   and THR_PHASES=warm THR_TAG=-clean (what timing the reference again in a clean worker costs, and how far the two
+#   reference figures are apart on honest candidates; the warm phases need MUSACODER_CACHE_DIR's cache of the first)
 #   STEPS=doctor; STEPS=tests GPU_TESTS=tests/gpu/test_sandbox_escapes.py T_PRE=90 T_TEST=220;
 #   STEPS=sandboxcost T_SBX=340 SBX_LIMIT=16 SBX_ROUNDS=2   (issue 16; the escape suite runs its fork bomb only where a
 #   normal candidate's verdict shows a process bound: with GPU workers at uid 0 it took this host down)
@@ -97,8 +101,9 @@ fi
 if has throughput; then  # cold then warm cache, fast builds (THR_PHASES=warm THR_TAG=-w16 WORKERS=16: warm again)
   timeout ${T_THR:-420} python3 benchmarks/throughput.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
     --workers ${WORKERS:-12} --limit ${LIMIT:-0} --max-input-mb ${MAXMB:-64} --cache "$MUSACODER_CACHE_DIR" \
-    --phases ${THR_PHASES:-cold,warm} --json "$OUT/throughput${THR_TAG:-}.json" > "$OUT/throughput${THR_TAG:-}.log" 2>&1
-  grep -E "^   (cold|warm)( memory)?:" "$OUT/throughput${THR_TAG:-}.log"; tail -4 "$OUT/throughput${THR_TAG:-}.log"
+    --phases ${THR_PHASES:-cold,warm} ${THR_VERIFY:+--verify $THR_VERIFY} --json "$OUT/throughput${THR_TAG:-}.json" \
+    > "$OUT/throughput${THR_TAG:-}.log" 2>&1
+  grep -E "^   (cold|warm)( memory| reference)?" "$OUT/throughput${THR_TAG:-}.log"; tail -4 "$OUT/throughput${THR_TAG:-}.log"
 fi
 if has baseline; then  # sequential in-process load_inline + time, cold builds, the same first candidates
   same=$(python3 benchmarks/throughput.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \

@@ -154,14 +154,14 @@ def append_log(log: Path | None, job_id: str, v) -> None:
             f.write(json.dumps({"id": job_id, **v.model_dump(mode="json", exclude={"feedback"})}) + "\n")
 
 
-def run_batch(items, workers: int, cache: Path, log: Path | None = None):
+def run_batch(items, workers: int, cache: Path, log: Path | None = None, verify_set: dict | None = None):
     """Verify `items`; each verdict is appended to `log` (JSONL) as it comes, and ids already there are skipped (a
-    cut run resumes), their verdicts read back."""
+    cut run resumes), their verdicts read back. `verify_set`: VerifyConfig fields to set."""
     from musacoder.config import VerifyConfig
     from musacoder.judge.batch import VerifyJob, verify_many
     from musacoder.tasks import load_task
 
-    cfg = VerifyConfig(cache_dir=cache, repeats=20, max_repeats=100, time_budget_s=3.0)
+    cfg = VerifyConfig(cache_dir=cache, repeats=20, max_repeats=100, time_budget_s=3.0, **(verify_set or {}))
     out = read_log(log)
     jobs = [VerifyJob(i, load_task(t, o), c.read_text(), "cuda") for i, t, c, o in items if i not in out]
     t0 = time.monotonic()
@@ -204,7 +204,28 @@ def main() -> None:
                     "measurement on a --cache an earlier run filled (e.g. with another --workers)")
     ap.add_argument("--print-overrides", action="store_true", help="print --only and --set SCOPE:NAME=VALUE arguments "
                     "that make kernelbench_style_baseline.py run the same (first --limit) candidates at the same sizes, and exit")
+    ap.add_argument("--verify", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a VerifyConfig field for every verification (repeatable), e.g. clean_reference=false")
     a = ap.parse_args()
+    verify_set = {}
+    for kv in a.verify:
+        field, sep, value = kv.partition("=")
+        if not sep:
+            ap.error(f"--verify takes FIELD=VALUE, got {kv!r}")
+        verify_set[field.strip()] = value.strip()
+    if verify_set:  # pydantic reads "false", "3" … as the field's type, and its message names a bad field
+        from pydantic import ValidationError
+
+        from musacoder.config import VerifyConfig
+
+        unknown = sorted(set(verify_set) - set(VerifyConfig.model_fields))
+        if unknown:
+            ap.error(f"--verify: no VerifyConfig field {', '.join(unknown)} (see musacoder/config.py)")
+        try:
+            checked = VerifyConfig(**verify_set)
+        except ValidationError as e:
+            ap.error(f"--verify: {e}")
+        verify_set = {k: getattr(checked, k) for k in verify_set}
     items = runnable_pairs(a.kernelbench_dir, a.candidates, a.max_input_mb, limit=a.limit)
     if a.only:
         import fnmatch
@@ -236,7 +257,7 @@ def main() -> None:
         DEVICE_SLOTS.peak.clear()
         with GpuMemorySampler() as mem:
             log = a.log.with_suffix(f".{phase}.jsonl") if a.log else None
-            verdicts, secs, done_at = run_batch(items, a.workers, cache, log)
+            verdicts, secs, done_at = run_batch(items, a.workers, cache, log, verify_set)
         builds = sorted(v.build_s or 0 for v in verdicts.values())
         statuses: dict = {}
         for v in verdicts.values():
@@ -260,10 +281,18 @@ def main() -> None:
                                                             if v.device_mem_gb and v.memory_estimate_gb] or [0.0]),
                       "infra_errors": sum(v.status == "infra_error" for v in verdicts.values()),
                       "out_of_memory": sum("out of memory" in f"{v.error} {v.flags}" for v in verdicts.values()),
-                      "verdicts": {k: v.model_dump(mode="json", include={"status", "speedup", "build_s", "build_cached", "wall_s", "error", "violations", "stage_s", "device_mem_gb", "trusted_mem_gb", "memory_estimate_gb", "flags"}) | {"estimate_gb": round(estimate_gb[k], 2) if k in estimate_gb else None} for k, v in verdicts.items()}}
+                      # the reference beside the candidate over the one in a clean worker (> 1: slower beside it)
+                      "reference_in_process_over_clean": sorted(round(v.ref_runtime_ms_in_process / v.ref_runtime_ms_clean, 3)
+                                                                for v in verdicts.values()
+                                                                if v.ref_runtime_ms_in_process and v.ref_runtime_ms_clean),
+                      "verdicts": {k: v.model_dump(mode="json", include={"status", "speedup", "build_s", "build_cached", "wall_s", "error", "violations", "stage_s", "device_mem_gb", "trusted_mem_gb", "memory_estimate_gb", "flags", "ref_runtime_ms_in_process", "ref_runtime_ms_clean"}) | {"estimate_gb": round(estimate_gb[k], 2) if k in estimate_gb else None} for k, v in verdicts.items()}}
         steady = res[phase]["steady_verdicts_per_min"]
         print(f"   {phase}: {res[phase]['verdicts_per_min'] or 0:.1f} verdicts/min (after the first wave: "
               f"{f'{steady:.1f}' if steady else '-'}); mean seconds per stage {res[phase]['mean_stage_s']}")
+        gaps = res[phase]["reference_in_process_over_clean"]
+        if gaps:
+            print(f"   {phase} reference beside the candidate / in a clean worker: median {statistics.median(gaps):.3f}, "
+                  f"range {gaps[0]:.3f}-{gaps[-1]:.3f} over {len(gaps)}")
         print(f"   {phase} memory: slots {res[phase]['slots_peak']}, GPU used at peak {res[phase]['gpu_used_peak_gb']} GB, "
               f"worst worker peak / estimate {res[phase]['worker_peak_over_estimate_max']:.2f}")
         if a.json:  # written after each phase, so a cut run keeps what it measured

@@ -48,6 +48,10 @@ class VerifyConfig(BaseModel):
                             "one set is large, see musacoder.judge.slots.Footprint.input_sets).")
     rechecks: int = Field(2, ge=0, description="Secretly chosen timing rounds re-checked against the reference: this many "
                           "run under the profiler (ops and kernels checked too), and this many more are ordinary timed rounds whose output is kept.")
+    clean_reference: bool = Field(
+        True, description="Also time the eager reference in a fresh reference-only worker (no candidate code) right "
+        "after the candidate's timing; the speedup uses the lower of that and the reference timed in the candidate's "
+        "process, so nothing a candidate leaves in its process can slow its baseline.")
     baseline: Literal["eager", "compile"] = Field("eager", description="Speedup in the reward is measured against this baseline.")
     time_compile_baseline: bool = Field(False, description="Also time a torch.compile baseline (slow on CPU).")
     outlier_speedup: float = Field(10.0, gt=1, description="Speedups above this are re-timed and flagged.")

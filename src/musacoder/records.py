@@ -117,6 +117,10 @@ class Verdict(BaseModel):
     error: str | None = None
     candidate_timing: Timing | None = None
     reference_timing: Timing | None = None
+    # the eager reference timed in the candidate's worker beside its rounds, and again in a fresh reference-only worker
+    # (`VerifyConfig.clean_reference`); `ref_runtime_ms`/`reference_timing` are the lower of the two
+    ref_runtime_ms_in_process: float | None = None
+    ref_runtime_ms_clean: float | None = None
     wall_s: float | None = None
     candidate_device_ms: float | None = None  # GPU kernel time the profiler saw per audited call (timing cross-check)
     # the host round trip allowed between the candidate's calling-stream end and the whole device's end (CUDA; the
@@ -133,8 +137,8 @@ class Verdict(BaseModel):
     build_s: float | None = None  # seconds spent importing the candidate (its builds, or cache hits)
     build_cached: bool | None = None  # every extension came from the build cache
     # Seconds per stage: admission_wait (waiting until the verification's memory estimate fits on its GPU), build,
-    # correctness, timing, recheck, compile_build and compile_baseline
-    # (torch.compile baseline), the waits for a device slot (`<stage>_wait`), the wait for a ready worker
+    # correctness, timing, recheck, clean_reference_start and clean_reference (the eager reference in a reference-only
+    # worker), compile_build and compile_baseline (torch.compile baseline), the waits for a device slot (`<stage>_wait`), the wait for a ready worker
     # (worker_start) and the worker's own account of its start (`worker.<part>`).
     stage_s: dict[str, float] = Field(default_factory=dict)
 

@@ -98,6 +98,26 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return kit.relu_fwd(x)
 ''',
+    # passes no static rule (it patches torch and imports time); its test switches the static rules off to show that
+    # what a candidate leaves in its process for the reference (here a patched torch.relu) earns nothing either way
+    "reference_slowed_in_process": '''
+import time
+
+_relu = torch.relu
+
+
+def _slow_relu(*args, **kwargs):
+    time.sleep(0.003)  # the reference's torch.relu, in this process only
+    return _relu(*args, **kwargs)
+
+
+torch.relu = _slow_relu
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return kit.relu_fwd(x)
+''',
     "pytorch_fallback": '''
 class ModelNew(nn.Module):
     def forward(self, x):

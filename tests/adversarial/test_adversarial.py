@@ -164,3 +164,31 @@ def test_hardcoded_shape_caught_by_extra_shapes():
     assert v.status == "incorrect" and "at extra shape" in _text(v), _text(v)  # ... but not at another
     good = verify(RELU, (CANDS / "legit_relu.py").read_text(), backend="cpu", config=cfg)
     assert good.status == "ok", _text(good)
+
+
+@pytest.mark.slow
+def test_a_reference_slowed_in_the_candidates_process_earns_nothing(monkeypatch):
+    """With the static rules switched off here (they reject this candidate outright), a candidate that patches the
+    reference's `torch.relu` with a 3 ms sleep in its own process: the reference timed beside it is slowed, the one
+    timed again in a fresh reference-only worker is not, and the speedup uses the lower. Without the clean worker the
+    same candidate had a speedup of tens."""
+    import musacoder.judge.pipeline as pipeline
+    from musacoder.legality.static import check_static
+
+    def no_static_violations(*args, **kwargs):
+        got = check_static(*args, **kwargs)
+        got.violations = []
+        return got
+
+    monkeypatch.setattr(pipeline, "check_static", no_static_violations)
+    code = (CANDS / "reference_slowed_in_process.py").read_text()
+    cfg = CFG.model_copy(update={"outlier_speedup": 1e6})
+    v = verify(RELU, code, backend="cpu", config=cfg)
+    assert v.status == "ok", _text(v)
+    assert v.ref_runtime_ms_in_process > 2.5 and v.ref_runtime_ms_clean < 1.0, v
+    assert v.ref_runtime_ms == v.ref_runtime_ms_clean and v.reference_timing.median_ms == v.ref_runtime_ms_clean
+    assert v.speedup == pytest.approx(v.ref_runtime_ms_clean / v.runtime_ms)
+    assert any("slower in the candidate's worker than in a clean one" in f for f in v.flags), v.flags
+    off = verify(RELU, code, backend="cpu", config=cfg.model_copy(update={"clean_reference": False}))
+    assert off.status == "ok" and off.ref_runtime_ms_clean is None
+    assert off.speedup > 3 * v.speedup, (off.speedup, v.speedup)

@@ -1,4 +1,5 @@
-"""The `torch.compile` baseline: timed in a reference-only worker where no candidate code ever ran, and cached."""
+"""The baselines timed in a reference-only worker, where no candidate code ever ran: the eager reference once per
+verification (beside the figure the candidate's own worker takes), and the `torch.compile` baseline, cached."""
 
 from __future__ import annotations
 
@@ -52,22 +53,10 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
             return float(json.loads(path.read_text())["median_ms"])
         except (ValueError, KeyError):
             pass
-    hold = hold or (lambda slot: contextlib.nullcontext())
-    with Sandbox(cfg.cache_dir, keep_workdir=False) as sb:
-        with hold("shared"):
-            ok = sb.request(load_request(None, "cpu", device, cfg, task), cfg.timeout_s)
-            if ok.get("ok"):
-                ok = sb.request({"op": "init", "init_inputs": init_inputs, "state_dict": state, "seed": seed,
-                                 "device": device}, cfg.timeout_s)
-            if ok.get("ok"):
-                ok = sb.request({"op": "compile_reference", "master_seed": int.from_bytes(os.urandom(7), "little"),
-                                 "input_sets": cfg.input_sets, "mode": mode}, cfg.timeout_s * 5)
-        if not ok.get("ok"):
-            raise BaselineError(str(ok.get("error", ""))[-300:])
-        with hold("exclusive"):
-            rep = sb.request({"op": "time_compile", "warmup": cfg.warmup, "repeats": cfg.repeats}, cfg.timeout_s)
-    if not rep.get("ok"):
-        raise BaselineError(str(rep.get("error", ""))[-300:])
+    prepare = {"op": "compile_reference", "master_seed": int.from_bytes(os.urandom(7), "little"),
+               "input_sets": cfg.input_sets, "mode": mode}
+    timed = {"op": "time_compile", "warmup": cfg.warmup, "repeats": cfg.repeats}
+    rep = _reference_worker(task, device, cfg, state, init_inputs, seed, hold, prepare, timed, cfg.timeout_s)
     median = statistics.median(rep["compile_ms"])
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
@@ -75,6 +64,47 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
                                "torch": torch.__version__, "dtypes": dtypes, "task": task.key}))
     tmp.replace(path)  # atomic: concurrent writers never leave a torn file
     return median
+
+
+def clean_reference_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dict, init_inputs: list, seed: int,
+                       master_seed: int, input_sets: int, warmup: int, repeats: int, hold=None) -> list[float]:
+    """ms per call of the eager reference, `repeats` rounds after `warmup`, timed in a fresh reference-only worker on
+    the same rotating inputs the candidate's `time` request used (`master_seed`). Not cached: it is taken right
+    after the candidate's timing, on the same device in the same state, so the two figures differ only by where the
+    reference ran. `hold` as for `compile_baseline_ms`."""
+    timed = {"op": "time_reference", "master_seed": master_seed, "input_sets": input_sets, "warmup": warmup,
+             "repeats": repeats}
+    got = _reference_worker(task, device, cfg, state, init_inputs, seed, hold, None, timed,
+                            cfg.timeout_s + cfg.time_budget_s * 2).get("reference_ms")
+    if not isinstance(got, list) or len(got) != repeats or not all(
+            isinstance(x, (int, float)) and 0 < x < float("inf") for x in got):
+        raise BaselineError(f"the reference-only worker returned no {repeats} timed rounds")
+    return [float(x) for x in got]
+
+
+def _reference_worker(task: Task, device: str, cfg: VerifyConfig, state: dict, init_inputs: list, seed: int, hold,
+                      prepare: dict | None, timed: dict, timed_timeout_s: float) -> dict:
+    """Start a reference-only worker, load the task, build the reference with the verification's weights, run
+    `prepare` (if any) with the device shared, then `timed` with it held exclusively; returns the timed reply.
+    Raises `BaselineError` with the worker's error."""
+    hold = hold or (lambda slot: contextlib.nullcontext())
+    with Sandbox(cfg.cache_dir, keep_workdir=False) as sb:
+        with hold("shared"):
+            # no candidate code; on a MUSA device the worker still needs torch_musa and its timers ("musa")
+            backend = "musa" if device.startswith("musa") else "cpu"
+            ok = sb.request(load_request(None, backend, device, cfg, task), cfg.timeout_s)
+            if ok.get("ok"):
+                ok = sb.request({"op": "init", "init_inputs": init_inputs, "state_dict": state, "seed": seed,
+                                 "device": device}, cfg.timeout_s)
+            if ok.get("ok") and prepare is not None:
+                ok = sb.request(prepare, cfg.timeout_s * 5)
+        if not ok.get("ok"):
+            raise BaselineError(str(ok.get("error", ""))[-300:])
+        with hold("exclusive"):
+            rep = sb.request(timed, timed_timeout_s)
+    if not rep.get("ok"):
+        raise BaselineError(str(rep.get("error", ""))[-300:])
+    return rep
 
 
 def load_request(code: str | None, backend: str, device: str, cfg: VerifyConfig, task: Task) -> dict:

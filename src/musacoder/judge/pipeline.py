@@ -33,7 +33,7 @@ from musacoder.candidates import extract_code
 from musacoder.config import VerifyConfig
 from musacoder.feedback import render_feedback
 from musacoder.judge import ipc, isolation
-from musacoder.judge.baseline import BaselineError, compile_baseline_ms, load_request
+from musacoder.judge.baseline import BaselineError, clean_reference_ms, compile_baseline_ms, load_request
 from musacoder.judge.compare import (Precision, Yardstick, compare_outputs, float_leaves, max_abs_error, rel_error,
                                      round_mantissa, round_mantissa_, task_audit)
 from musacoder.judge.replies import (CallReport, Fault, InitReply, LoadReply, MalformedReply, OutputsReply, ProbeReply,
@@ -87,6 +87,9 @@ def _is_oom(e: BaseException) -> bool:
 # the chance that a timing round after the first few is profiled (an audit round), decided in the worker before
 # the call: over ~100 such rounds a candidate idle or falling back outside the first rounds meets one almost surely
 LATE_AUDIT_P = 0.05
+# the reference timed in the candidate's worker this much slower than in a clean one is flagged (the clean figure is
+# used either way); below it, the difference is within what two runs of the same code show
+SLOWED_REFERENCE = 1.25
 
 
 class _Stop(Exception):
@@ -259,6 +262,7 @@ class _Run:
                                         "MUSACODER_WORKER_MEMORY_MB (not the candidate's doing).")
                             raise _Stop("infra_error") from None
                         raise _Stop("crashed") from None
+                self._clean_reference_stage(dev)  # the candidate's worker is gone now
             except (torch.OutOfMemoryError, RuntimeError) as e:
                 if not _is_oom(e):
                     raise
@@ -716,6 +720,7 @@ class _Run:
                 cand, ref, speedup = cand2, ref2, s2
         v.candidate_timing, v.reference_timing = cand, ref
         v.runtime_ms, v.ref_runtime_ms = cand.median_ms, ref.median_ms
+        v.ref_runtime_ms_in_process = ref.median_ms
         v.speedup_vs_eager = speedup
         if cfg.time_compile_baseline or cfg.baseline == "compile":
             try:
@@ -728,6 +733,43 @@ class _Run:
         v.speedup = v.speedup_vs_compile if cfg.baseline == "compile" else v.speedup_vs_eager
         v.stages["timing"] = "ok"
 
+    def _clean_reference_stage(self, device: str) -> None:
+        """After the candidate's worker is gone (killed and reaped, its memory back), within the verification's
+        device reservation: the eager reference timed again in a fresh reference-only worker, on the inputs of the
+        candidate's last `time` request, as many rounds. The lower of that and the candidate's worker's figure is
+        the speedup's reference, so a reference slowed by whatever the candidate left in its process (allocator,
+        threads, scheduling, patched functions) earns nothing, while the interleaved figure, which cancels drift, is
+        kept when it is the lower. A worker that cannot give the figure leaves the interleaved one, flagged."""
+        v, cfg = self.v, self.cfg
+        if not cfg.clean_reference or v.stages.get("timing") != "ok" or v.reference_timing is None:
+            return
+        ref = self._clean_reference(device, v.reference_timing)
+        if ref is not v.reference_timing:
+            v.reference_timing, v.ref_runtime_ms = ref, ref.median_ms
+            v.speedup_vs_eager = ref.median_ms / v.runtime_ms if v.runtime_ms else float("inf")
+            if cfg.baseline == "eager":
+                v.speedup = v.speedup_vs_eager
+
+    def _clean_reference(self, device: str, ref: Timing) -> Timing:
+        v, cfg = self.v, self.cfg
+        master_t, input_sets = self._timed_with
+        try:
+            ms = clean_reference_ms(
+                self.task, device, cfg, state=self._state, init_inputs=self._init_inputs, seed=self._init_seed,
+                master_seed=master_t, input_sets=input_sets, warmup=cfg.warmup, repeats=ref.repeats,
+                hold=lambda slot: self._stage("clean_reference" if slot == "exclusive" else "clean_reference_start",
+                                              slot))
+        except (BaselineError, WorkerTimeout, WorkerDied, WorkerStartFailed) as e:
+            v.flags.append(f"the reference was not re-timed in a clean worker ({str(e).splitlines()[0][:160]}); "
+                           "the figure from the candidate's worker is used")
+            return ref
+        clean = _timing(ms)
+        v.ref_runtime_ms_clean = clean.median_ms
+        if ref.median_ms > clean.median_ms * SLOWED_REFERENCE:
+            v.flags.append(f"the reference ran {ref.median_ms / clean.median_ms:.2f}x slower in the candidate's worker "
+                           "than in a clean one; the clean figure is used")
+        return clean if clean.median_ms < ref.median_ms else ref
+
     def _time_once(self, sb: Sandbox, module, ref_model, device: str) -> tuple[Timing, Timing]:
         v, cfg = self.v, self.cfg
         master_t = self.rng.getrandbits(62)
@@ -735,6 +777,7 @@ class _Run:
         audits = sorted(self.rng.sample(pool, min(cfg.rechecks, len(pool))))
 
         input_sets = self.fp.input_sets if self.fp else cfg.input_sets
+        self._timed_with = (master_t, input_sets)
         with self._stage("timing", "exclusive"):  # nothing else on the device while timing
             rep = self._ask(sb, {"op": "time", "master_seed": master_t, "input_sets": input_sets,
                                  "warmup": cfg.warmup, "repeats": cfg.repeats, "max_repeats": cfg.max_repeats,

@@ -417,7 +417,7 @@ class Worker:
         Every timed round must call the candidate's own kernels (counted by the build hook).
         """
         torch = self.torch
-        from musacoder.judge.inputs import make_inputs, nbytes, seed_for
+        from musacoder.judge.inputs import nbytes, seed_for
         from musacoder.judge.timing import RoundTrip, Timer, rel_sem
 
         master, n_sets = msg["master_seed"], msg["input_sets"]
@@ -438,7 +438,6 @@ class Worker:
         picker = random.Random(msg.get("check_key", 0))
         kept: list[int] = []
         timed_rounds = 0
-        sets: list = []
         checked = {}
         no_launch: list[int] = []
         relaid: list[int] = []
@@ -448,18 +447,7 @@ class Worker:
         self._held = {}
         start = time.perf_counter_ns()
 
-        def inputs_for(r):
-            fresh = make_inputs(self.task_module, seed_for(master, r), device=self.device)
-            if len(sets) < n_sets:
-                sets.append(fresh)
-                return fresh
-            cur = sets[r % n_sets]
-            with torch.no_grad():
-                for dst, src in zip(cur, fresh):
-                    if isinstance(dst, torch.Tensor):
-                        dst.copy_(src)
-            return cur
-
+        inputs_for = _RotatingInputs(self, master, n_sets)
         def keep(out):
             return _clone(out) if nbytes(out) < host_hold else _to_host(out)
 
@@ -521,7 +509,7 @@ class Worker:
                     rel_sem(trip.charge(cand_ms)) < msg["target_sem"] and rel_sem(ref_ms) < msg["target_sem"])
                 if done:
                     final_round = r
-        sets.clear()
+        inputs_for.clear()
         return {"ok": True, "candidate_ms": trip.charge(cand_ms), "reference_ms": ref_ms, "audits": audit_out,
                 "checks": checked, "device_mem_peak": self.device_mem_peak(), "timer_overhead_ms": trip.ms(),
                 "no_launch_rounds": no_launch, "relaid_rounds": relaid, "final_round": final_round}
@@ -546,6 +534,26 @@ class Worker:
                                             else None for r, o in picked.items()}}
         self._last_outputs = picked
         return {"ok": True, "outputs": {r: to_cpu(o) if o is not None else None for r, o in picked.items()}}
+
+    def op_time_reference(self, msg):
+        """Time the eager reference alone, in a reference-only worker (no candidate code was ever loaded here), on
+        rotating input sets from `master_seed` as `time` makes them: `warmup` untimed rounds, then `repeats` timed
+        ones. The candidate's worker times the reference beside its own rounds; this figure is the one nothing the
+        candidate left in its process (allocator, thread and scheduling state, patched functions) can slow down."""
+        from musacoder.judge.timing import Timer
+
+        if self.candidate is not None or self.ref_model is None:
+            raise RuntimeError("time_reference runs only in a reference-only worker after init")
+        timer = Timer(self.torch, self.device, msg.get("l2_flush_bytes", 256 << 20))
+        inputs_for, warmup = _RotatingInputs(self, msg["master_seed"], msg["input_sets"]), msg["warmup"]
+        times: list[float] = []
+        for r in range(warmup + msg["repeats"]):
+            t, out = timer.timed(self.ref_model, inputs_for(r))
+            del out
+            if r >= warmup:
+                times.append(t.stream_ms)
+        inputs_for.clear()
+        return {"ok": True, "reference_ms": times}
 
     def op_compile_reference(self, msg):
         """Compile the reference with torch.compile and run it once on each input set (the compile and its warm-up are
@@ -573,6 +581,32 @@ class Worker:
             if r >= msg["warmup"]:
                 times.append(t.stream_ms)  # trusted code (inductor's kernels), timed like the eager reference
         return {"ok": True, "compile_ms": times}
+
+
+class _RotatingInputs:
+    """The inputs of timing round r: set r mod P, refilled in place from seed(master, r) before reuse, so contents
+    never repeat while pointers do (the same for the candidate's rounds and the reference's)."""
+
+    def __init__(self, worker, master: int, n_sets: int):
+        self.worker, self.master, self.n_sets, self.sets = worker, master, max(1, n_sets), []
+
+    def __call__(self, r: int):
+        from musacoder.judge.inputs import make_inputs, seed_for
+
+        w = self.worker
+        fresh = make_inputs(w.task_module, seed_for(self.master, r), device=w.device)
+        if len(self.sets) < self.n_sets:
+            self.sets.append(fresh)
+            return fresh
+        cur = self.sets[r % self.n_sets]
+        with w.torch.no_grad():
+            for dst, src in zip(cur, fresh):
+                if isinstance(dst, w.torch.Tensor):
+                    dst.copy_(src)
+        return cur
+
+    def clear(self) -> None:
+        self.sets.clear()
 
 
 class CandidateError(Exception):
