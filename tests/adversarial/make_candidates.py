@@ -586,6 +586,87 @@ class ModelNew(nn.Module):
         return ext.relu_fwd(x)
 '''
 
+
+# fourth red-team round: a kernel registered with the dispatcher for aten::detach, which the harness calls on every
+# output it reads, so forward returned an empty tensor and the work ran only when (and if) an output was read (3.04x on
+# ReLU, 59x on a 512 matmul, ok before)
+LAZY_DETACH = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+src = r"""
+#include <torch/extension.h>
+#include <torch/library.h>
+
+static at::Tensor g_in, g_out;
+static bool g_pending = false;
+
+static void finish_pending() {
+    if (!g_pending) return;
+    g_pending = false;
+    auto xc = g_in.contiguous();
+    const float* in = xc.data_ptr<float>();
+    float* o = g_out.data_ptr<float>();
+    const int64_t n = xc.numel();
+    #pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) o[i] = in[i] > 0.f ? in[i] : 0.f;
+    g_in = at::Tensor(); g_out = at::Tensor();
+}
+
+torch::Tensor relu_fwd(torch::Tensor x) {
+    auto out = torch::empty_like(x, at::MemoryFormat::Contiguous);
+    g_in = x; g_out = out; g_pending = true;   // the work is done when someone looks at the output
+    return out;
+}
+
+static at::Tensor my_detach(const at::Tensor& self) {
+    if (g_pending && g_out.defined() && self.data_ptr() == g_out.data_ptr()) finish_pending();
+    return self.alias();
+}
+
+TORCH_LIBRARY_IMPL(aten, CPU, m) {
+    m.impl("detach", my_detach);
+}
+"""
+
+kit = load_inline(name="lazy_detach", cpp_sources=src, functions=["relu_fwd"],
+                  extra_cflags=["-O2", "-fopenmp"], extra_ldflags=["-fopenmp"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return kit.relu_fwd(x)
+'''
+
+# fourth red-team round: MKL's SGEMM under its Fortran name, which libtorch_cpu exports (0.98x, MKL's speed, ok before;
+# the vendor patterns knew only cblas_/mkl_ spellings)
+BUNDLED_SGEMM = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+src = r"""
+#include <torch/extension.h>
+extern "C" void SGEMM(const char*, const char*, const int*, const int*, const int*, const float*,
+                      const float*, const int*, const float*, const int*, const float*, float*, const int*);
+
+torch::Tensor mm_fwd(torch::Tensor A, torch::Tensor B) {
+    auto a = A.contiguous(); auto b = B.contiguous();
+    const int M = a.size(0), K = a.size(1), N = b.size(1);
+    auto C = torch::empty({M, N}, a.options());
+    const float one = 1.f, zero = 0.f;
+    // row-major C = A B  <=>  column-major C^T = B^T A^T
+    SGEMM("N", "N", &N, &M, &K, &one, b.data_ptr<float>(), &N, a.data_ptr<float>(), &K, &zero, C.data_ptr<float>(), &N);
+    return C;
+}
+"""
+kit = load_inline(name="bundled_sgemm", cpp_sources=src, functions=["mm_fwd"], extra_cflags=["-O2"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        return kit.mm_fwd(A, B)
+'''
+
 if __name__ == "__main__":
     out = Path(__file__).parent / "candidates"
     out.mkdir(exist_ok=True)
@@ -601,4 +682,6 @@ if __name__ == "__main__":
     (out / "native_numpy_callback.py").write_text(NATIVE_NUMPY_CALLBACK)
     (out / "late_fallback.py").write_text(LATE_FALLBACK)
     (out / "input_resized_while_timed.py").write_text(INPUT_RESIZED_WHILE_TIMED)
-    print(f"wrote {len(CANDIDATES) + 10} candidates to {out}")
+    (out / "lazy_detach.py").write_text(LAZY_DETACH)
+    (out / "bundled_sgemm.py").write_text(BUNDLED_SGEMM)
+    print(f"wrote {len(CANDIDATES) + 12} candidates to {out}")

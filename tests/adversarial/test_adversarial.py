@@ -16,6 +16,7 @@ REPO = HERE.parents[1]
 RELU = REPO / "examples" / "tasks" / "relu.py"
 SMALL = Path(os.environ.get("KERNELBENCH_SMALL_DIR", REPO.parent / "shared" / "kernelbench-small"))
 SOFTMAX = SMALL / "level1" / "23_Softmax.py"
+MATMUL = SMALL / "level1" / "1_Square_matrix_multiplication_.py"
 
 # (candidate, task, expected status, a phrase the verdict must carry)
 CASES = [
@@ -55,6 +56,8 @@ CASES = [
     ("global_threads_at_import", RELU, "illegal", "torch.set_num_threads"),
     ("torch_function_override", RELU, "illegal", "__torch_function__"),
     ("native_aten_bypassing_dispatcher", RELU, "illegal", "bypassing the dispatcher"),
+    ("lazy_detach", RELU, "illegal", "registers kernels with PyTorch's dispatcher"),
+    ("bundled_sgemm", MATMUL, "illegal", "SGEMM, code PyTorch's libraries bundle"),
 ]
 
 CFG = VerifyConfig(timeout_s=25.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
@@ -91,6 +94,26 @@ def test_the_runtime_rule_alone_still_sees_aten_called_from_native_code(monkeypa
     assert omp.status == "illegal" and "aten::relu (called on another thread" in _text(omp), _text(omp)
     alias = verify(RELU, (CANDS / "aten_namespace_alias.py").read_text(), backend="cpu", config=cfg)
     assert alias.status == "ok", _text(alias)
+
+
+@pytest.mark.slow
+def test_a_dispatcher_registration_is_seen_at_run_time_without_the_source_and_binary_rules(monkeypatch):
+    """Defence in depth: with the source and binary rules switched off here, the kernel `lazy_detach` registers for
+    aten::detach at import (forward returned an empty tensor; the work ran when the harness read the output) is seen
+    by the worker, which compares the dispatcher's kernels before and after candidate code."""
+    import musacoder.judge.pipeline as pipeline
+    import musacoder.legality.binary as binary
+    from musacoder.legality.static import check_static
+
+    def no_static_violations(*args, **kwargs):
+        got = check_static(*args, **kwargs)
+        got.violations = []
+        return got
+
+    monkeypatch.setattr(pipeline, "check_static", no_static_violations)
+    monkeypatch.setattr(binary, "library_violations", lambda *a, **k: [])
+    v = verify(RELU, (CANDS / "lazy_detach.py").read_text(), backend="cpu", config=CFG)
+    assert v.status == "illegal" and "dispatcher for aten::detach" in _text(v), _text(v)
 
 
 TAIL_CFG = CFG.model_copy(update={"warmup": 1, "repeats": 20, "rechecks": 2, "max_repeats": 200,

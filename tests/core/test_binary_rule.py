@@ -333,3 +333,22 @@ def test_a_corrupted_library_is_refused_never_a_crash(tmp_path):
             assert isinstance(undefined_symbols(lib), list)
         except NotALibrary:
             pass
+
+
+@pytest.mark.parametrize("symbol,phrase", [
+    ("SGEMM", "code PyTorch's libraries bundle"),            # MKL's Fortran spelling, exported by libtorch_cpu
+    ("sgemm_", "code PyTorch's libraries bundle"),
+    ("_ZN5torch7LibraryC1ENS0_4KindESsSt8optionalIN3c1011DispatchKeyEEPKcj", "registration API"),
+    ("_ZN2at6launchESt8functionIFvvEE", "thread pool"),
+])
+def test_bundled_code_registrations_and_thread_pools_are_rejected(symbol, phrase):
+    import torch  # noqa: F401 - the bundled symbols are read from the libraries of the torch installed here
+
+    why = symbol_violation(symbol)
+    assert why is not None and phrase in why, why
+
+
+@pytest.mark.parametrize("symbol", ["memcpy", "expf", "GOMP_parallel", "omp_get_thread_num", "THPVariableClass",
+                                    "_ZN3c105ErrorC1ENS_14SourceLocationESs", "_ZTIN3c105ErrorE", "__cxa_throw"])
+def test_runtime_support_and_torch_api_stay_allowed(symbol):
+    assert symbol_violation(symbol) is None

@@ -70,14 +70,20 @@ class Worker:
         return {"intra-op threads": torch.get_num_threads(), "inter-op threads": torch.get_num_interop_threads(),
                 "default dtype": str(torch.get_default_dtype()), "grad mode": torch.is_grad_enabled(),
                 "float32 matmul precision": torch.get_float32_matmul_precision(), **_scheduling(),
-                "environment": _environment()}
+                "environment": _environment(), "dispatcher": _dispatcher(torch)}
 
     def global_state_changes(self) -> list[str]:
         before = getattr(self, "_state0", None)
         if before is None:
             return []
         now = self.global_state()
-        out = [f"{k} changed from {before[k]} to {now[k]}" for k in before if now[k] != before[k] and k != "environment"]
+        out = [f"{k} changed from {before[k]} to {now[k]}" for k in before
+               if now[k] != before[k] and k not in ("environment", "dispatcher")]
+        redone = sorted(op for op, h in before.get("dispatcher", {}).items() if now.get("dispatcher", {}).get(op) != h)
+        if redone:
+            out.append(f"kernels registered with PyTorch's dispatcher for {', '.join(redone[:5])} (a registration "
+                       "changes what that op does for every caller in the process, the harness and the reference "
+                       "included)")
         if now.get("environment") != before.get("environment"):
             changed = sorted({line.split("=", 1)[0] for line in set(now["environment"]) ^ set(before["environment"])})
             out.append(f"environment variables changed: {', '.join(changed[:8])} (they can change how the reference "
@@ -621,6 +627,30 @@ class CandidateError(Exception):
 # how the reference, timed in this process, runs (MKL_CBWR, OMP_*, CUBLAS_WORKSPACE_CONFIG …)
 _BUILD_ENV = {"TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_APPEND_FLAGS",
               "NVCC_PREPEND_FLAGS", "TORCH_EXTENSIONS_DIR"}
+
+
+# the dispatch keys whose kernels compute (or route to those that do) on the devices verified here
+_COMPUTE_KEYS = frozenset({
+    "CPU", "CUDA", "PrivateUse1", "AutogradCPU", "AutogradCUDA", "AutogradPrivateUse1", "AutogradOther", "Autograd",
+    "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
+    "ADInplaceOrView", "BackendSelect", "AutocastCPU", "AutocastCUDA", "Undefined"})
+
+
+def _dispatcher(torch) -> dict[str, int]:
+    """Per operator, a digest of the kernels the dispatcher holds for the compute keys (each line names where its
+    kernel was registered): a candidate's `TORCH_LIBRARY_IMPL(aten, CPU, m)` replacing `detach` (so outputs were
+    computed only when the harness read them) shows as a change, however its registration was reached. Ops added
+    later are not compared. About 60 ms for PyTorch's ~3,600 ops."""
+    try:
+        names = torch._C._dispatch_get_all_op_names()
+        dump = torch._C._dispatch_dump
+    except AttributeError:  # a torch without these: the check is skipped, the binary and source rules remain
+        return {}
+    out = {}
+    for name in names:
+        lines = [line for line in dump(name).splitlines() if line.split(":", 1)[0] in _COMPUTE_KEYS]
+        out[name] = hash("\n".join(lines))
+    return out
 
 
 def _environment() -> list[str]:

@@ -14,7 +14,11 @@ the trusted side reads the library's imports and rejects:
   modules and TorchScript (`torch::nn`, `torch::jit`, `torch::autograd`);
 - anything that switches off or reads the profiler's callbacks (`RecordFunction`, `at::enableRecordFunction`,
   Kineto, CUPTI);
-- vendor math libraries (cuBLAS, cuDNN, MKL, oneDNN, OpenBLAS …), unless the policy allows them;
+- vendor math libraries (cuBLAS, cuDNN, MKL, oneDNN, OpenBLAS …), unless the policy allows them, and whatever
+  PyTorch's compute libraries export outside PyTorch's own API (the BLAS, Sleef, NNPACK, FBGEMM … they bundle, under
+  any spelling such as `SGEMM`, and the AOTInductor C shims), read from those libraries;
+- the dispatcher's registration API (`torch::Library`, `TORCH_LIBRARY…`: a kernel registered for `aten::detach` ran
+  each output's work only when the harness read it) and PyTorch's thread pools (`at::launch`);
 - code that calls back into the Python interpreter to run source (`PyImport_*`, `PyRun_*`, `Py_CompileString*`);
 - looking up or loading code by a name made at run time (`dlopen`, `dlsym`, `dl_iterate_phdr`, `dladdr` …), the way
   round an import table;
@@ -73,7 +77,29 @@ _FORBIDDEN_NAMESPACES = {
     ("torch", "inductor"): "TorchInductor",
     ("torch", "aot_inductor"): "TorchInductor",
     ("libkineto",): "the profiler (Kineto)",
+    ("torch", "Library"): "the dispatcher's registration API (torch::Library, TORCH_LIBRARY…), which changes what "
+                          "PyTorch's ops do in the whole process",
+    ("torch", "CppFunction"): "the dispatcher's registration API (torch::CppFunction)",
+    ("torch", "detail", "TorchLibraryInit"): "the dispatcher's registration API (TORCH_LIBRARY…)",
+    ("torch", "RegisterOperators"): "the dispatcher's registration API (RegisterOperators)",
+    ("c10", "RegisterOperators"): "the dispatcher's registration API (RegisterOperators)",
+    ("at", "launch"): "PyTorch's inter-op thread pool (at::launch), whose work outlives the call",
+    ("at", "intraop_launch"): "PyTorch's intra-op thread pool (at::intraop_launch), whose work outlives the call",
+    ("at", "intraop_launch_future"): "PyTorch's intra-op thread pool, whose work outlives the call",
+    ("at", "get_thread_pool"): "PyTorch's thread pool",
+    ("at", "PTThreadPool"): "PyTorch's thread pool",
+    ("c10", "ThreadPool"): "PyTorch's thread pool",
+    ("c10", "TaskThreadPoolBase"): "PyTorch's thread pool",
+    ("c10", "TaskThreadPool"): "PyTorch's thread pool",
 }
+# PyTorch's compute libraries export, besides PyTorch's own C++ API, the entry points of the code they bundle: BLAS and
+# LAPACK in every spelling (SGEMM, sgemm_, cblas_sgemm …) and the rest of MKL, Sleef, NNPACK, XNNPACK, FBGEMM,
+# oneDNN, CUTLASS-based kernels, and the AOTInductor C shim of every ATen op (aoti_torch_cpu_mm …). An extension may
+# import from them only PyTorch's API (the namespaces below, judged by the rules above) and C++ runtime support;
+# everything else they define is someone else's kernel. Read from the libraries themselves, so no list of names
+# can fall behind a new release.
+_TORCH_COMPUTE_LIBS = ("libtorch_cpu", "libtorch_cuda", "libtorch_cuda_linalg", "libtorch_hip")
+_TORCH_API_NAMESPACES = {"at", "c10", "torch", "caffe2", "std", "__gnu_cxx", "__cxxabiv1", "fmt"}
 _OPS = ("at", "_ops")
 _PROFILER_NAME = re.compile(r"RecordFunction|ThreadLocalCallback|GlobalCallback|clearCallbacks|removeCallback|"
                             r"disableCallback|reenableCallback|hasCallbacks|ThreadLocalDebugInfo|DebugInfoKind|"
@@ -223,6 +249,52 @@ def _section_view(data: bytes) -> list[str]:
     return out
 
 
+def exported_symbols(path: Path) -> set[str]:
+    """The functions and objects a (trusted) shared library exports: the defined, global or weak `FUNC`, `OBJECT` and
+    `IFUNC` entries of its `.dynsym`, read through a memory map (PyTorch's libraries are hundreds of MB)."""
+    import mmap
+
+    out: set[str] = set()
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+            return out
+        shoff, = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+        sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+        dynsym = next((sec for sec in sections if sec[1] == 11), None)
+        if dynsym is None:
+            return out
+        _, _, _, _, off, size, link, _, _, entsize = dynsym
+        names = data[sections[link][4]:sections[link][4] + sections[link][5]]
+        for pos in range(off, off + size - entsize + 1, entsize):
+            name_at, info, _, shndx = struct.unpack_from("<IBBH", data, pos)
+            if shndx == 0 or name_at == 0 or info >> 4 == 0 or info & 0xF not in (1, 2, 10):
+                continue
+            out.add(names[name_at:names.index(b"\0", name_at)].decode("ascii", "replace"))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _bundled() -> frozenset[str]:
+    """What PyTorch's compute libraries (of the torch this process imports) define outside PyTorch's own API: C
+    symbols and C++ names in other namespaces (see `_TORCH_COMPUTE_LIBS`). Empty without torch."""
+    try:
+        import torch
+    except ImportError:
+        return frozenset()
+    out: set[str] = set()
+    lib = Path(torch.__file__).parent / "lib"
+    for name in _TORCH_COMPUTE_LIBS:
+        for path in sorted(lib.glob(f"{name}.so*")):
+            try:
+                symbols = exported_symbols(path)
+            except (OSError, struct.error, ValueError):
+                continue
+            out |= {s for s in symbols if not s.startswith("_Z")
+                    or (nested_name(s) and nested_name(s)[0] not in _TORCH_API_NAMESPACES)}
+    return frozenset(out)
+
+
 def nested_name(symbol: str) -> tuple[str, ...]:
     """The leading names of an Itanium-mangled symbol: `_ZN2at4_ops2mm4callE…` -> ("at", "_ops", "mm", "call"),
     `_Z4gemm…` -> ("gemm",); () for a C symbol. Stops at the first template argument or special name."""
@@ -296,6 +368,11 @@ def symbol_violation(symbol: str, allow_vendor_libs: bool = False) -> str | None
         return f"runs Python from native code: {symbol}"
     if not allow_vendor_libs and VENDOR_PATTERNS.search(plain):
         return f"calls a vendor math library (strict policy): {plain}"
+    if symbol in _bundled() and (not allow_vendor_libs or symbol.startswith("aoti_torch")):
+        if symbol.startswith("aoti_torch"):
+            return f"calls PyTorch's C shim for its ops or dispatcher ({symbol})"
+        return (f"calls {plain}, code PyTorch's libraries bundle (BLAS/MKL, Sleef, NNPACK, FBGEMM …), not a kernel "
+                "of its own")
     return None
 
 

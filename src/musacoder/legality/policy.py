@@ -156,6 +156,13 @@ NATIVE_FORBIDDEN = [
      "handles signals, protects memory or wraps foreign memory as a tensor (an output must be computed, in memory "
      "PyTorch allocated, when forward returns)"),
     (re.compile(r"\bclone3?\s*\(|pthread_create|thrd_create"), "spawns threads"),
+    (re.compile(r"TORCH_LIBRARY\w*|\bRegisterOperators\b|torch::Library\b|\bCppFunction\b|\bregisterKernel\b|"
+                r"\bregisterFallback\b"),
+     "registers kernels with PyTorch's dispatcher (that changes what every PyTorch op does in the process, the "
+     "harness's and the reference's too); expose plain functions through the extension module"),
+    (re.compile(r"\bat::launch\s*\(|\bintraop_launch\w*|\bget_thread_pool\b|\bTaskThreadPool\w*|c10::ThreadPool\b|"
+                r"\bPTThreadPool\b"),
+     "runs work on PyTorch's thread pools, which outlive the call (OpenMP is the way to use several cores)"),
 ]
 # Methods of plain Python values (lists, dicts, strings) that a forward path may call on a receiver the analysis cannot
 # type; `index` and `count` are also list methods, so they are not read as tensor compute.
