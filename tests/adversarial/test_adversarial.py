@@ -63,6 +63,19 @@ CASES = [
 CFG = VerifyConfig(timeout_s=25.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
 
 
+def _static_rules_off(monkeypatch) -> None:
+    """Verdicts in this test as if the source rules found nothing (to show what the later layers do alone)."""
+    import musacoder.judge.pipeline as pipeline
+    from musacoder.legality.static import check_static
+
+    def no_static_violations(*args, **kwargs):
+        got = check_static(*args, **kwargs)
+        got.violations = []
+        return got
+
+    monkeypatch.setattr(pipeline, "check_static", no_static_violations)
+
+
 def _text(v) -> str:
     return " | ".join([v.feedback, v.error or "", *v.violations, *(t.message for t in v.trials)])
 
@@ -101,16 +114,9 @@ def test_a_dispatcher_registration_is_seen_at_run_time_without_the_source_and_bi
     """Defence in depth: with the source and binary rules switched off here, the kernel `lazy_detach` registers for
     aten::detach at import (forward returned an empty tensor; the work ran when the harness read the output) is seen
     by the worker, which compares the dispatcher's kernels before and after candidate code."""
-    import musacoder.judge.pipeline as pipeline
     import musacoder.legality.binary as binary
-    from musacoder.legality.static import check_static
 
-    def no_static_violations(*args, **kwargs):
-        got = check_static(*args, **kwargs)
-        got.violations = []
-        return got
-
-    monkeypatch.setattr(pipeline, "check_static", no_static_violations)
+    _static_rules_off(monkeypatch)
     monkeypatch.setattr(binary, "library_violations", lambda *a, **k: [])
     v = verify(RELU, (CANDS / "lazy_detach.py").read_text(), backend="cpu", config=CFG)
     assert v.status == "illegal" and "dispatcher for aten::detach" in _text(v), _text(v)
@@ -195,15 +201,7 @@ def test_a_reference_slowed_in_the_candidates_process_earns_nothing(monkeypatch)
     reference's `torch.relu` with a 3 ms sleep in its own process: the reference timed beside it is slowed, the one
     timed again in a fresh reference-only worker is not, and the speedup uses the lower. Without the clean worker the
     same candidate had a speedup of tens."""
-    import musacoder.judge.pipeline as pipeline
-    from musacoder.legality.static import check_static
-
-    def no_static_violations(*args, **kwargs):
-        got = check_static(*args, **kwargs)
-        got.violations = []
-        return got
-
-    monkeypatch.setattr(pipeline, "check_static", no_static_violations)
+    _static_rules_off(monkeypatch)
     code = (CANDS / "reference_slowed_in_process.py").read_text()
     cfg = CFG.model_copy(update={"outlier_speedup": 1e6})
     v = verify(RELU, code, backend="cpu", config=cfg)

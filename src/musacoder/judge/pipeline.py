@@ -80,6 +80,11 @@ def _timing(xs: list[float]) -> Timing:
                   stdev_ms=statistics.stdev(xs) if len(xs) > 1 else 0.0, min_ms=min(xs), max_ms=max(xs), repeats=len(xs))
 
 
+def _ratio(reference_ms: float, candidate_ms: float) -> float:
+    """Speedup: reference median over candidate median (infinite for a candidate timed at 0)."""
+    return reference_ms / candidate_ms if candidate_ms > 0 else float("inf")
+
+
 def _is_oom(e: BaseException) -> bool:
     return isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e)
 
@@ -711,10 +716,10 @@ class _Run:
     def _timing_stage(self, sb: Sandbox, module, ref_model, device: str) -> None:
         v, cfg = self.v, self.cfg
         cand, ref = self._time_once(sb, module, ref_model, device)
-        speedup = ref.median_ms / cand.median_ms if cand.median_ms > 0 else float("inf")
+        speedup = _ratio(ref.median_ms, cand.median_ms)
         if speedup > cfg.outlier_speedup:
             cand2, ref2 = self._time_once(sb, module, ref_model, device)
-            s2 = ref2.median_ms / cand2.median_ms if cand2.median_ms > 0 else float("inf")
+            s2 = _ratio(ref2.median_ms, cand2.median_ms)
             v.flags.append(f"outlier speedup {speedup:.3g}x re-timed: {s2:.3g}x; the lower is kept")
             if s2 < speedup:
                 cand, ref, speedup = cand2, ref2, s2
@@ -741,17 +746,9 @@ class _Run:
         threads, scheduling, patched functions) earns nothing, while the interleaved figure, which cancels drift, is
         kept when it is the lower. A worker that cannot give the figure leaves the interleaved one, flagged."""
         v, cfg = self.v, self.cfg
-        if not cfg.clean_reference or v.stages.get("timing") != "ok" or v.reference_timing is None:
+        ref = v.reference_timing
+        if not cfg.clean_reference or v.stages.get("timing") != "ok" or ref is None:
             return
-        ref = self._clean_reference(device, v.reference_timing)
-        if ref is not v.reference_timing:
-            v.reference_timing, v.ref_runtime_ms = ref, ref.median_ms
-            v.speedup_vs_eager = ref.median_ms / v.runtime_ms if v.runtime_ms else float("inf")
-            if cfg.baseline == "eager":
-                v.speedup = v.speedup_vs_eager
-
-    def _clean_reference(self, device: str, ref: Timing) -> Timing:
-        v, cfg = self.v, self.cfg
         master_t, input_sets = self._timed_with
         try:
             ms = clean_reference_ms(
@@ -762,13 +759,17 @@ class _Run:
         except (BaselineError, WorkerTimeout, WorkerDied, WorkerStartFailed) as e:
             v.flags.append(f"the reference was not re-timed in a clean worker ({str(e).splitlines()[0][:160]}); "
                            "the figure from the candidate's worker is used")
-            return ref
+            return
         clean = _timing(ms)
         v.ref_runtime_ms_clean = clean.median_ms
         if ref.median_ms > clean.median_ms * SLOWED_REFERENCE:
             v.flags.append(f"the reference ran {ref.median_ms / clean.median_ms:.2f}x slower in the candidate's worker "
                            "than in a clean one; the clean figure is used")
-        return clean if clean.median_ms < ref.median_ms else ref
+        if clean.median_ms < ref.median_ms:
+            v.reference_timing, v.ref_runtime_ms = clean, clean.median_ms
+            v.speedup_vs_eager = _ratio(clean.median_ms, v.runtime_ms)
+            if cfg.baseline == "eager":
+                v.speedup = v.speedup_vs_eager
 
     def _time_once(self, sb: Sandbox, module, ref_model, device: str) -> tuple[Timing, Timing]:
         v, cfg = self.v, self.cfg

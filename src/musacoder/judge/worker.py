@@ -454,6 +454,7 @@ class Worker:
         start = time.perf_counter_ns()
 
         inputs_for = _RotatingInputs(self, master, n_sets)
+
         def keep(out):
             return _clone(out) if nbytes(out) < host_hold else _to_host(out)
 

@@ -155,7 +155,9 @@ def _undefined(data: bytes) -> list[str]:
 def _string(data: bytes, table: int, size: int, at: int) -> str:
     """The NUL-terminated name at offset `at` of the string table at `table` (`size` bytes); ValueError (a malformed
     file) when it runs off the table's end."""
-    end = data.index(b"\0", table + at, table + size)
+    end = data.find(b"\0", table + at, table + size)  # `find`: bytes and memory maps alike
+    if end < 0:
+        raise ValueError("a symbol name runs off its string table")
     return data[table + at:end].decode("ascii", "replace")
 
 
@@ -223,6 +225,14 @@ def _dynamic_view(data: bytes) -> list[str] | None:
 
 def _section_view(data: bytes) -> list[str]:
     """The undefined symbols the section headers list: `.dynsym` for a library, `.symtab` for an object file."""
+    # defined (shndx != 0) and local (binding 0) ones are left out
+    return [name for name, info, shndx in _symbol_table(data, (11, 2)) if shndx == 0 and info >> 4 != 0]
+
+
+def _symbol_table(data, kinds: tuple[int, ...]):
+    """(name, st_info, st_shndx) of each named entry of the first symbol table of the section types `kinds` that the
+    file has (11: SHT_DYNSYM, 2: SHT_SYMTAB), read through the section headers; `data` is bytes or a memory map.
+    Raises `NotALibrary` for a file without such a table or with inconsistent headers."""
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     if shoff == 0 or shentsize < 64 or shoff + shnum * shentsize > len(data):
@@ -231,7 +241,7 @@ def _section_view(data: bytes) -> list[str]:
     by_type = {}
     for sec in sections:
         by_type.setdefault(sec[1], sec)
-    table = by_type.get(11) or by_type.get(2)  # SHT_DYNSYM for libraries, SHT_SYMTAB for object files
+    table = next((by_type[k] for k in kinds if k in by_type), None)
     if table is None:
         raise NotALibrary("no symbol table")
     _, _, _, _, off, size, link, _, _, entsize = table
@@ -240,38 +250,27 @@ def _section_view(data: bytes) -> list[str]:
     str_off, str_size = sections[link][4], sections[link][5]
     if str_off + str_size > len(data):
         raise NotALibrary("inconsistent string table")
-    out = []
     for pos in range(off, off + size - entsize + 1, entsize):
         name_at, info, _, shndx = struct.unpack_from("<IBBH", data, pos)
-        if shndx != 0 or name_at == 0 or name_at >= str_size or info >> 4 == 0:  # defined, unnamed or local
+        if name_at == 0 or name_at >= str_size:
             continue
-        out.append(_string(data, str_off, str_size, name_at))
-    return out
+        yield _string(data, str_off, str_size, name_at), info, shndx
 
 
 def exported_symbols(path: Path) -> set[str]:
     """The functions and objects a (trusted) shared library exports: the defined, global or weak `FUNC`, `OBJECT` and
-    `IFUNC` entries of its `.dynsym`, read through a memory map (PyTorch's libraries are hundreds of MB)."""
+    `IFUNC` entries of its `.dynsym`, read through a memory map (PyTorch's libraries are hundreds of MB). Empty for a
+    file that is not a 64-bit little-endian ELF library with one."""
     import mmap
 
-    out: set[str] = set()
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-            return out
-        shoff, = struct.unpack_from("<Q", data, 0x28)
-        shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
-        sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-        dynsym = next((sec for sec in sections if sec[1] == 11), None)
-        if dynsym is None:
-            return out
-        _, _, _, _, off, size, link, _, _, entsize = dynsym
-        names = data[sections[link][4]:sections[link][4] + sections[link][5]]
-        for pos in range(off, off + size - entsize + 1, entsize):
-            name_at, info, _, shndx = struct.unpack_from("<IBBH", data, pos)
-            if shndx == 0 or name_at == 0 or info >> 4 == 0 or info & 0xF not in (1, 2, 10):
-                continue
-            out.add(names[name_at:names.index(b"\0", name_at)].decode("ascii", "replace"))
-    return out
+            return set()
+        try:
+            return {name for name, info, shndx in _symbol_table(data, (11,))
+                    if shndx != 0 and info >> 4 != 0 and info & 0xF in (1, 2, 10)}
+        except NotALibrary:
+            return set()
 
 
 @functools.lru_cache(maxsize=1)
@@ -291,7 +290,7 @@ def _bundled() -> frozenset[str]:
             except (OSError, struct.error, ValueError):
                 continue
             out |= {s for s in symbols if not s.startswith("_Z")
-                    or (nested_name(s) and nested_name(s)[0] not in _TORCH_API_NAMESPACES)}
+                    or ((top := nested_name(s)[:1]) and top[0] not in _TORCH_API_NAMESPACES)}
     return frozenset(out)
 
 
