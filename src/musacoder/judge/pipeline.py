@@ -92,8 +92,9 @@ def _is_oom(e: BaseException) -> bool:
 # the chance that a timing round after the first few is profiled (an audit round), decided in the worker before
 # the call: over ~100 such rounds a candidate idle or falling back outside the first rounds meets one almost surely
 LATE_AUDIT_P = 0.05
-# the reference timed in the candidate's worker this much slower than in a clean one is flagged (the clean figure is
-# used either way); below it, the difference is within what two runs of the same code show
+# the reference timed in the candidate's worker this much slower than in a clean one is flagged; the flag is a note
+# for the reader (the lower figure counts either way), and on a busy 2-core CPU an honest candidate's gap has reached
+# 1.7x, so it is no evidence of a hack on its own
 SLOWED_REFERENCE = 1.25
 
 
