@@ -153,3 +153,38 @@ def test_cuda_ipc_exports_are_opened_wherever_a_reply_nests_them(monkeypatch):
     assert torch.equal(got[3], torch.full((2,), 1.0)) and got[7] is None
     assert torch.equal(got[9][0], torch.full((2,), 2.0)) and torch.equal(got[9][1][0], torch.full((2,), 3.0))
     assert got[9][1][1] == 5
+
+
+def test_tensors_cross_in_a_sealed_worker_under_a_torch_function_mode():
+    """A sealed worker (Tensor.numpy refused) with a TorchFunctionMode active (the musa shim's device mode) still
+    receives and sends raw tensors: the mode would otherwise be handed the refusal for the protocol's own
+    `Tensor.numpy` (BatchNorm's parameters crashed the worker on the CUDA shim)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import os, threading, time, torch
+        from torch.overrides import TorchFunctionMode
+        from musacoder.judge import protocol, worker
+
+        class PassThrough(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        PassThrough().__enter__()
+        worker._seal_array_exits(torch)
+        try:
+            torch.ones(2).numpy()
+            raise SystemExit("the seal did not hold")
+        except RuntimeError:
+            pass
+        msg = {"w": torch.arange(12, dtype=torch.float32).reshape(3, 4), "b": [torch.ones(5, dtype=torch.int64)]}
+        r, w = os.pipe()
+        t = threading.Thread(target=protocol.send, args=(w, msg)); t.start()
+        got = protocol.recv(r, time.monotonic() + 30); t.join()
+        assert torch.equal(got["w"], msg["w"]) and torch.equal(got["b"][0], msg["b"][0]), got
+        print("crossed")
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "crossed" in p.stdout, p.stderr[-2000:]

@@ -82,13 +82,17 @@ def _write_all(fd: int, data) -> None:
 # bound when this module is imported, before any candidate code: a candidate worker takes `Tensor.numpy` away from
 # candidate code (`musacoder.judge.worker`), not from the protocol
 _TENSOR_NUMPY = torch.Tensor.numpy
+_NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
 
 
 def _raw_bytes(t: torch.Tensor) -> memoryview:
-    """The bytes of a contiguous CPU tensor, without a copy."""
+    """The bytes of a contiguous CPU tensor, without a copy. Torch-function handling is off meanwhile: under a
+    `TorchFunctionMode` (the musa shim's device mode) a tensor method reaches the mode as the class's current
+    attribute, which in a sealed worker is the refusal, not the `Tensor.numpy` bound here."""
     if t.numel() == 0:
         return memoryview(b"")
-    return memoryview(_TENSOR_NUMPY(t.reshape(-1).view(torch.uint8)))
+    with _NO_TORCH_FUNCTION():
+        return memoryview(_TENSOR_NUMPY(t.reshape(-1).view(torch.uint8)))
 
 
 def _sendable_raw(x) -> bool:
