@@ -164,3 +164,41 @@ def test_torch_musa_builder_is_recorded_and_counted():
     with pytest.raises(BuildError):
         make_counted_load_inline(broken, rec2)("m", musa_sources="")
     assert "mcc failed" in rec2.error_log
+
+
+@pytest.mark.slow
+def test_a_ported_candidate_with_parameters_runs_the_musa_worker_on_the_cpu_shim(tmp_path):
+    """The `musa` backend's worker path end to end on the CPU shim (`MUSACODER_MUSA_SHIM=cpu`): a ported candidate
+    whose task has parameters (nn.Linear) is loaded through torch_musa's builder, gets the reference's weights, and
+    passes every trial. The static rules are switched off because a CPU kernel is not a MUSA kernel; the shim's
+    TorchFunctionMode once crashed this worker when the weights were sent in (the protocol's own Tensor.numpy met
+    the worker's NumPy seal through the mode)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    ported, report = port_source((ROOT / "examples" / "candidates" / "linear_gelu_cpu.py").read_text())
+    assert report.complete and "torch_musa.utils.musa_extension" in ported
+    cand = tmp_path / "linear_gelu_musa.py"
+    cand.write_text(ported)
+    code = f"""
+import json
+import musacoder.judge.pipeline as pipeline
+from musacoder.legality.static import check_static
+
+def no_static_violations(*a, **k):
+    got = check_static(*a, **k)
+    got.violations = []
+    return got
+
+pipeline.check_static = no_static_violations
+v = pipeline.verify({str(ROOT / 'examples' / 'tasks' / 'linear_gelu.py')!r}, __import__('pathlib').Path({str(cand)!r}),
+                    backend="musa")
+print(json.dumps({{"status": v.status, "trials": [t.passed for t in v.trials], "error": v.error, "backend": v.backend}}))
+"""
+    env = {**os.environ, devices.SHIM_ENV: "cpu"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["backend"] == "musa" and got["status"] == "ok" and got["trials"] and all(got["trials"]), got
