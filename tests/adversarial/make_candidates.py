@@ -667,6 +667,225 @@ class ModelNew(nn.Module):
         return kit.mm_fwd(A, B)
 '''
 
+# fifth red-team round (each ok before its fix). An allocator of the candidate's (c10::SetCPUAllocator): forward
+# returned an empty output and the work was done at the harness's next allocation, billed to the reference (3.67x
+# on ReLU, 51.6x on a matmul)
+LAZY_ALLOCATOR = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+#include <c10/core/CPUAllocator.h>
+
+static at::Allocator* g_base = nullptr;
+static torch::Tensor g_in, g_out;      // work owed
+static bool g_owed = false;
+
+static void settle() {
+    if (!g_owed) return;
+    g_owed = false;
+    if (g_out.use_count() > 1) {       // someone still holds the output: compute it now
+        const float* in = g_in.data_ptr<float>();
+        float* o = g_out.data_ptr<float>();
+        const int64_t n = g_in.numel();
+        #pragma omp parallel for
+        for (int64_t i = 0; i < n; ++i) { const float v = in[i]; o[i] = v > 0.f ? v : 0.f; }
+    }
+    g_in = torch::Tensor();
+    g_out = torch::Tensor();
+}
+
+struct OwingAllocator final : at::Allocator {
+    at::DataPtr allocate(size_t n) override { settle(); return g_base->allocate(n); }
+    at::DeleterFnPtr raw_deleter() const override { return g_base->raw_deleter(); }
+    void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+};
+static OwingAllocator g_alloc;
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    if (!g_base) { g_base = c10::GetCPUAllocator(); c10::SetCPUAllocator(&g_alloc, 255); }
+    settle();
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    g_in = xc; g_out = out; g_owed = true;
+    return out;
+}
+"""
+
+relu_ext = load_inline(
+    name="relu_cpu_lazyalloc",
+    cpp_sources=cpp_source,
+    functions=["relu_forward"],
+    extra_cflags=["-O3", "-fopenmp"],
+    extra_ldflags=["-fopenmp"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return relu_ext.relu_forward(x)
+'''
+
+# the worker's clock replaced from native code through the Python C-API (PySys_GetObject("modules")): only the
+# candidate's rounds were charged less (2.22x from an honest 0.95x)
+INTERPRETER_CLOCK = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+#include <Python.h>
+
+static PyObject* g_orig = nullptr;     // the harness's captured clock
+static double g_hidden = 0.0;          // ns taken off the clock so far
+static bool g_installed = false;
+
+static long long real_ns() {
+    PyObject* empty = PyTuple_New(0);
+    PyObject* r = Py_TYPE(g_orig)->tp_call(g_orig, empty, nullptr);
+    Py_DECREF(empty);
+    long long v = PyLong_AsLongLong(r);
+    Py_DECREF(r);
+    return v;
+}
+
+static PyObject* shifted(PyObject*, PyObject*) {
+    return PyLong_FromLongLong(real_ns() - (long long)g_hidden);
+}
+static PyMethodDef shifted_def = {"perf_counter_ns", (PyCFunction)shifted, METH_NOARGS, nullptr};
+
+static void install() {
+    g_installed = true;
+    PyObject* mods = PySys_GetObject("modules");                       // borrowed
+    if (!mods) return;
+    PyObject* m = PyMapping_GetItemString(mods, "musacoder.judge.timing");
+    if (!m) { PyErr_Clear(); return; }
+    PyObject* d = PyModule_GetDict(m);                                 // borrowed
+    PyObject* key = PyUnicode_FromString("_perf_ns");
+    g_orig = PyObject_GetItem(d, key);
+    if (!g_orig) { PyErr_Clear(); return; }
+    PyObject* f = PyCFunction_NewEx(&shifted_def, nullptr, nullptr);
+    PyObject_SetItem(d, key, f);
+}
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    if (!g_installed) install();
+    long long t0 = g_orig ? real_ns() : 0;
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    const int64_t n = xc.numel();
+    #pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = in[i];
+        o[i] = v > 0.f ? v : 0.f;
+    }
+    if (g_orig) g_hidden += 0.8 * (double)(real_ns() - t0);
+    return out;
+}
+"""
+
+relu_ext = load_inline(
+    name="relu_cpu_fc",
+    cpp_sources=cpp_source,
+    functions=["relu_forward"],
+    extra_cflags=["-O3", "-fopenmp"],
+    extra_ldflags=["-fopenmp"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return relu_ext.relu_forward(x)
+'''
+
+# the profiler's state read through the C-API: the naive loop when watched, torch.mm (MKL) in every timed round
+# (0.98x against 0.20x honestly)
+PROFILER_SWITCH = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+#include <Python.h>
+namespace py = pybind11;
+
+static PyObject* g_flagmod = nullptr;   // module holding the watched-call flag
+static PyObject* g_fast = nullptr;      // fast path
+
+static PyObject* lookup(const char* mod, const char* name) {
+    PyObject* mods = PySys_GetObject("modules");
+    PyObject* m = PyMapping_GetItemString(mods, mod);
+    if (!m) { PyErr_Clear(); return nullptr; }
+    PyObject* d = PyModule_GetDict(m);
+    PyObject* v = PyMapping_GetItemString(d, name);
+    if (!v) PyErr_Clear();
+    return v;
+}
+
+static bool watched() {
+    if (!g_flagmod) {
+        PyObject* mods = PySys_GetObject("modules");
+        g_flagmod = PyMapping_GetItemString(mods, "torch.autograd.prof" "iler");
+        if (!g_flagmod) { PyErr_Clear(); return true; }
+    }
+    PyObject* v = PyMapping_GetItemString(PyModule_GetDict(g_flagmod), "_is_prof" "iler_enabled");
+    if (!v) { PyErr_Clear(); return true; }
+    bool on = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return on;
+}
+
+torch::Tensor mm_forward(torch::Tensor A, torch::Tensor B) {
+    if (!watched()) {
+        if (!g_fast) g_fast = lookup("torch", "mm");
+        if (g_fast) {
+            py::handle f(g_fast);
+            py::object r = f(A, B);
+            return r.cast<torch::Tensor>();
+        }
+    }
+    auto a = A.contiguous(), b = B.contiguous();
+    const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+    auto C = torch::zeros({n, m}, a.options());
+    const float* pa = a.data_ptr<float>();
+    const float* pb = b.data_ptr<float>();
+    float* pc = C.data_ptr<float>();
+    #pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t p = 0; p < k; ++p) {
+            const float av = pa[i * k + p];
+            for (int64_t j = 0; j < m; ++j) pc[i * m + j] += av * pb[p * m + j];
+        }
+    return C;
+}
+"""
+
+mm_ext = load_inline(
+    name="mm_cpu_ps",
+    cpp_sources=cpp_source,
+    functions=["mm_forward"],
+    extra_cflags=["-O3", "-fopenmp"],
+    extra_ldflags=["-fopenmp"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        return mm_ext.mm_forward(A, B)
+'''
+
 if __name__ == "__main__":
     out = Path(__file__).parent / "candidates"
     out.mkdir(exist_ok=True)
@@ -684,4 +903,7 @@ if __name__ == "__main__":
     (out / "input_resized_while_timed.py").write_text(INPUT_RESIZED_WHILE_TIMED)
     (out / "lazy_detach.py").write_text(LAZY_DETACH)
     (out / "bundled_sgemm.py").write_text(BUNDLED_SGEMM)
-    print(f"wrote {len(CANDIDATES) + 12} candidates to {out}")
+    (out / "lazy_allocator.py").write_text(LAZY_ALLOCATOR)
+    (out / "interpreter_clock.py").write_text(INTERPRETER_CLOCK)
+    (out / "profiler_switch.py").write_text(PROFILER_SWITCH)
+    print(f"wrote {len(CANDIDATES) + 15} candidates to {out}")

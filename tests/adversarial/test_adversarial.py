@@ -58,6 +58,9 @@ CASES = [
     ("native_aten_bypassing_dispatcher", RELU, "illegal", "bypassing the dispatcher"),
     ("lazy_detach", RELU, "illegal", "registers kernels with PyTorch's dispatcher"),
     ("bundled_sgemm", MATMUL, "illegal", "SGEMM, code PyTorch's libraries bundle"),
+    ("lazy_allocator", RELU, "illegal", "allocators, hooks and handlers"),
+    ("interpreter_clock", RELU, "illegal", "calls back into Python"),
+    ("profiler_switch", MATMUL, "illegal", "calls back into Python"),
 ]
 
 CFG = VerifyConfig(timeout_s=25.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
@@ -213,3 +216,81 @@ def test_a_reference_slowed_in_the_candidates_process_earns_nothing(monkeypatch)
     off = verify(RELU, code, backend="cpu", config=cfg.model_copy(update={"clean_reference": False}))
     assert off.status == "ok" and off.ref_runtime_ms_clean is None
     assert off.speedup > 3 * v.speedup, (off.speedup, v.speedup)
+
+
+def _foreign_blas_candidate() -> str:
+    """NumPy's bundled OpenBLAS linked by file and called under its prefixed CBLAS name (`scipy_cblas_sgemm64_`),
+    its thread count set through token pasting (0.53x against an honest naive loop's 0.20x, `ok` before the fifth
+    round). Written here because the library's file name changes with NumPy's release."""
+    import numpy
+
+    libs = sorted((Path(numpy.__file__).parent.parent / "numpy.libs").glob("libscipy_openblas64_*.so"))
+    if not libs:
+        pytest.skip("this NumPy bundles no scipy-openblas64 library")
+    lib = libs[0]
+    return f'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+src = r"""
+#include <torch/extension.h>
+#include <cstdint>
+#define JOIN(a, b) a##b
+extern "C" void JOIN(scipy_openblas_set_num, _threads64_)(int);
+extern "C" void scipy_cblas_sgemm64_(int, int, int, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                                     const float*, int64_t, float, float*, int64_t);
+torch::Tensor mm_fwd(torch::Tensor A, torch::Tensor B) {{
+    JOIN(scipy_openblas_set_num, _threads64_)(1);
+    auto a = A.contiguous(), b = B.contiguous();
+    const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+    auto C = torch::empty({{n, m}}, a.options());
+    scipy_cblas_sgemm64_(101, 111, 111, n, m, k, 1.0f, a.data_ptr<float>(), k, b.data_ptr<float>(), m, 0.0f,
+                         C.data_ptr<float>(), m);
+    return C;
+}}
+"""
+kit = load_inline(name="foreign_blas", cpp_sources=src, functions=["mm_fwd"], extra_cflags=["-O2"],
+                  extra_ldflags=["-L{lib.parent}", "-l:{lib.name}", "-Wl,-rpath,{lib.parent}"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        return kit.mm_fwd(A, B)
+'''
+
+
+def test_a_foreign_library_linked_by_file_is_rejected_by_the_source_rules():
+    v = verify(MATMUL, _foreign_blas_candidate(), backend="cpu", config=CFG)
+    assert v.status == "illegal" and "the link flag '-L" in _text(v), _text(v)
+    assert "linking vendor libraries (-l:libscipy_openblas64_" in _text(v), _text(v)
+
+
+@pytest.mark.slow
+def test_the_binary_rule_alone_rejects_the_fifth_round(monkeypatch):
+    """Defence in depth: with the source rules switched off here, the built libraries' imports reject each hack of
+    the fifth red-team round: a registry setter (c10::SetCPUAllocator), the interpreter reached from native code
+    (PySys_GetObject …), and a library loaded that is not a runtime's or PyTorch's."""
+    _static_rules_off(monkeypatch)
+    cfg = CFG.model_copy(update={"time_candidate": False})
+    for name, task, phrase in (("lazy_allocator", RELU, "process-wide registry of PyTorch"),
+                               ("interpreter_clock", RELU, "reaches into the Python interpreter"),
+                               ("profiler_switch", MATMUL, "reaches into the Python interpreter")):
+        v = verify(task, (CANDS / f"{name}.py").read_text(), backend="cpu", config=cfg)
+        assert v.status == "illegal" and phrase in _text(v), (name, _text(v))
+    v = verify(MATMUL, _foreign_blas_candidate(), backend="cpu", config=cfg)
+    assert v.status == "illegal" and "loads the library libscipy_openblas64_" in _text(v), _text(v)
+
+
+@pytest.mark.slow
+def test_an_allocator_or_a_patched_clock_is_seen_at_run_time_without_the_source_and_binary_rules(monkeypatch):
+    """Defence in depth: with the source and binary rules switched off here, the worker sees the CPU allocator
+    replaced (its address compared before and after candidate code) and its own timing module changed (the
+    verifier's functions compared by identity)."""
+    import musacoder.legality.binary as binary
+
+    _static_rules_off(monkeypatch)
+    monkeypatch.setattr(binary, "library_violations", lambda *a, **k: [])
+    v = verify(RELU, (CANDS / "lazy_allocator.py").read_text(), backend="cpu", config=CFG)
+    assert v.status == "illegal" and "CPU allocator was replaced" in _text(v), _text(v)
+    v = verify(RELU, (CANDS / "interpreter_clock.py").read_text(), backend="cpu", config=CFG)
+    assert v.status == "illegal" and "musacoder.judge.timing._perf_ns" in _text(v), _text(v)

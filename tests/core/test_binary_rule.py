@@ -12,7 +12,7 @@ import pytest
 
 from musacoder.build.cache import built_libraries, entry_dir
 from musacoder.legality.binary import (
-    NotALibrary, library_violations, nested_name, symbol_violation, undefined_symbols,
+    NotALibrary, library_violations, needed_libraries, nested_name, symbol_violation, undefined_symbols,
 )
 
 CXX = shutil.which("g++") or shutil.which("c++")
@@ -58,6 +58,18 @@ def test_nested_name(symbol, names):
     ("setpriority", "scheduling"),
     ("_ZN2at15set_num_threadsEi", "scheduling"),
     ("_ZN2at12hasCallbacksEv", "profiler"),  # true only while the profiler watches: a watched-call detector
+    # fifth round: the interpreter reached from native code (the worker's clock replaced, the profiler's state read)
+    ("PySys_GetObject", "reaches into the Python interpreter"),
+    ("PyMapping_GetItemString", "reaches into the Python interpreter"),
+    ("PyModule_GetDict", "reaches into the Python interpreter"),
+    ("PyCFunction_NewEx", "reaches into the Python interpreter"),
+    ("PyObject_Vectorcall", "reaches into the Python interpreter"),
+    ("PyEval_SetProfile", "reaches into the Python interpreter"),
+    # fifth round: PyTorch's process-wide registries (an allocator of the candidate's did its owed work later)
+    ("_ZN3c1015SetCPUAllocatorEPNS_9AllocatorEh", "process-wide registry"),
+    ("_ZN3c1012SetAllocatorENS_10DeviceTypeEPNS_9AllocatorEh", "process-wide registry"),
+    ("_ZN3c104cuda20CUDACachingAllocator9allocatorE", "process-wide registry"),
+    ("scipy_cblas_sgemm64_", "vendor"),  # a prefixed spelling of CBLAS (NumPy's OpenBLAS)
     ("_ZN3c1013DebugInfoKindE", "profiler"),
     ("clock_gettime", "clock"),
     ("timespec_get", "clock"),
@@ -352,3 +364,39 @@ def test_bundled_code_registrations_and_thread_pools_are_rejected(symbol, phrase
                                     "_ZN3c105ErrorC1ENS_14SourceLocationESs", "_ZTIN3c105ErrorE", "__cxa_throw"])
 def test_runtime_support_and_torch_api_stay_allowed(symbol):
     assert symbol_violation(symbol) is None
+
+
+@pytest.mark.parametrize("symbol", [
+    "PyObject_GetAttrString", "PyObject_CallFunctionObjArgs", "PyEval_GetBuiltins", "PyEval_SaveThread",
+    "PyGILState_Ensure", "PyCMethod_New", "PyDict_GetItemWithError", "_PyObject_GetDictPtr",  # pybind11's own glue
+    "_ZN3c1015GetCPUAllocatorEv", "_ZN3c104cuda9SetDeviceEab",  # reading the allocator; CUDAGuard's device switch
+    "_ZN3c1010TensorImpl17set_autograd_metaESt10unique_ptrINS_21AutogradMetaInterfaceESt14default_deleteIS2_EE",
+])
+def test_what_every_extension_imports_is_not_judged(symbol):
+    assert symbol_violation(symbol) is None
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler")
+def test_only_runtime_and_pytorch_libraries_may_be_loaded(tmp_path):
+    """DT_NEEDED is read as the loader reads it: a library linked by file name (a foreign BLAS) is named and
+    rejected, whatever its symbols are called; the C runtime and OpenMP are not. A vendor library is allowed where
+    the policy allows vendor libraries, and an unknown one never."""
+    dep = tmp_path / "libfoo_blas.so"
+    other = tmp_path / "libsneaky.so"
+    for lib in (dep, other):
+        (tmp_path / "d.c").write_text("int helper_fn(int x) { return x + 1; }\n")
+        subprocess.run([CXX, "-shared", "-fPIC", str(tmp_path / "d.c"), "-o", str(lib)], check=True)
+    (tmp_path / "k.cpp").write_text('extern "C" int helper_fn(int);\nint kernel(int x) { return helper_fn(x); }\n')
+    ext = tmp_path / "mc_ext.so"
+    subprocess.run([CXX, "-shared", "-fPIC", str(tmp_path / "k.cpp"), "-o", str(ext), "-Wl,--no-as-needed",
+                    f"-L{tmp_path}", "-l:libfoo_blas.so", "-l:libsneaky.so", "-lgomp"], check=True)
+    needed = needed_libraries(ext)
+    assert {"libfoo_blas.so", "libsneaky.so"} <= set(needed) and any(n.startswith("libc.so") for n in needed)
+    got = " | ".join(library_violations(ext))
+    assert "loads the library libfoo_blas.so" in got and "loads the library libsneaky.so" in got, got
+    assert "libc.so" not in got and "libgomp" not in got and "libstdc++" not in got, got
+    lenient = " | ".join(library_violations(ext, allow_vendor_libs=True))
+    assert "libfoo_blas.so" not in lenient and "libsneaky.so" in lenient, lenient
+    obj = tmp_path / "k.o"
+    subprocess.run([CXX, "-c", str(tmp_path / "k.cpp"), "-o", str(obj)], check=True)
+    assert needed_libraries(obj) == []  # an object file loads nothing

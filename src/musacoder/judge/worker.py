@@ -70,7 +70,8 @@ class Worker:
         return {"intra-op threads": torch.get_num_threads(), "inter-op threads": torch.get_num_interop_threads(),
                 "default dtype": str(torch.get_default_dtype()), "grad mode": torch.is_grad_enabled(),
                 "float32 matmul precision": torch.get_float32_matmul_precision(), **_scheduling(),
-                "environment": _environment(), "dispatcher": _dispatcher(torch)}
+                "environment": _environment(), "dispatcher": _dispatcher(torch), "allocators": _allocators(torch),
+                "harness": _harness()}
 
     def global_state_changes(self) -> list[str]:
         before = getattr(self, "_state0", None)
@@ -78,7 +79,15 @@ class Worker:
             return []
         now = self.global_state()
         out = [f"{k} changed from {before[k]} to {now[k]}" for k in before
-               if now[k] != before[k] and k not in ("environment", "dispatcher")]
+               if now[k] != before[k] and k not in ("environment", "dispatcher", "allocators", "harness")]
+        swapped = sorted(k for k, a in before.get("allocators", {}).items() if a and now.get("allocators", {}).get(k) != a)
+        if swapped:
+            out.append(f"PyTorch's {', '.join(swapped)} allocator was replaced (an allocator of the candidate's runs its "
+                       "code inside every allocation of the harness and the reference)")
+        patched = sorted(k for k, f in before.get("harness", {}).items() if now.get("harness", {}).get(k) is not f)
+        if patched:
+            out.append(f"the verifier's own code in the worker was changed: {', '.join(patched[:5])} (native code "
+                       "reached the interpreter)")
         redone = sorted(op for op, h in before.get("dispatcher", {}).items() if now.get("dispatcher", {}).get(op) != h)
         if redone:
             out.append(f"kernels registered with PyTorch's dispatcher for {', '.join(redone[:5])} (a registration "
@@ -651,6 +660,45 @@ def _dispatcher(torch) -> dict[str, int]:
     for name in names:
         lines = [line for line in dump(name).splitlines() if line.split(":", 1)[0] in _COMPUTE_KEYS]
         out[name] = hash("\n".join(lines))
+    return out
+
+
+def _allocators(torch) -> dict[str, int]:
+    """The address of each allocator PyTorch hands out memory through (CPU; the CUDA caching allocator where it is
+    loaded), read through libc10's exported getters and globals: a candidate that registered an allocator of its own
+    (`c10::SetCPUAllocator`) ran the work it owed inside the harness's next allocation, billed to the reference. Empty
+    where the libraries or names are not found (the binary rule still rejects the registration)."""
+    import ctypes
+
+    lib = Path(torch.__file__).parent / "lib"
+    out: dict[str, int] = {}
+    try:
+        c10 = ctypes.CDLL(str(lib / "libc10.so"), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        get_cpu = c10._ZN3c1015GetCPUAllocatorEv  # c10::GetCPUAllocator(), always set
+        get_cpu.restype, get_cpu.argtypes = ctypes.c_void_p, []
+        out["CPU"] = get_cpu() or 0
+    except (OSError, AttributeError):
+        pass
+    try:  # std::atomic<CUDAAllocator*> c10::cuda::CUDACachingAllocator::allocator, set when libc10_cuda is loaded
+        c10_cuda = ctypes.CDLL(str(lib / "libc10_cuda.so"), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        out["CUDA caching"] = ctypes.c_void_p.in_dll(c10_cuda, "_ZN3c104cuda20CUDACachingAllocator9allocatorE").value or 0
+    except (OSError, ValueError, AttributeError):
+        pass
+    return out
+
+
+def _harness() -> dict:
+    """The functions and classes of the verifier's own modules in this worker, and the interpreter's profile and trace
+    hooks (compared by identity): native code that reached the interpreter replaced the worker's clock
+    (`timing._perf_ns`) so that only the candidate's rounds were charged less. Modules and names that appear later
+    are not compared."""
+    out: dict = {"sys.getprofile()": sys.getprofile(), "sys.gettrace()": sys.gettrace(),
+                 "threading.getprofile()": threading.getprofile(), "threading.gettrace()": threading.gettrace()}
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("musacoder.") or name == "time":
+            for k, v in list(getattr(mod, "__dict__", {}).items()):
+                if callable(v) and not k.startswith("__"):
+                    out[f"{name}.{k}"] = v
     return out
 
 

@@ -122,6 +122,32 @@ _CLOCKS = re.compile(r"^(clock_gettime|clock_getres|clock|time|gettimeofday|time
 _PYTHON_EXEC = re.compile(r"^(PyImport_\w+|PyRun_\w+|Py_CompileString\w*|PyEval_EvalCode\w*|PyEval_EvalFrame\w*|"
                           r"PyMarshal_\w+|Py_RunMain|Py_Main)$")
 
+# the Python C-API beyond what pybind11's glue imports: reaching the interpreter's modules, frames and hooks (a kernel
+# that patched the worker's clock, or read whether the profiler was on and called torch.mm when it was not), calling
+# Python objects, making function objects
+_PYTHON_REACH = re.compile(
+    r"^(PySys_\w+|_PySys_\w+|PyMapping_\w+|PyModule_GetDict\w*|PyModule_GetState|"
+    r"PyEval_(?:SetProfile|SetTrace|GetGlobals|GetLocals|GetFrame|GetFuncName|GetFuncDesc|CallObject|CallFunction|"
+    r"CallMethod|MergeCompilerFlags)\w*|_PyEval_\w+|PyThreadState_(?:SetAsyncExc|GetDict)|"
+    r"PyCFunction_New\w*|PyFunction_\w+|_PyFunction_\w+|PyCode_\w+|PyGC_\w+|Py_AtExit|Py_AddPendingCall|"
+    r"PyObject_(?:Call|CallObject|CallNoArgs|CallOneArg|CallMethod\w*|CallFunction|Vectorcall\w*|GenericGetDict|"
+    r"GenericSetDict|Dir)|_PyObject_(?:Call\w*|Vectorcall\w*|FastCall\w*|MakeTpCall)|"
+    r"PyDict_(?:GetItemString|SetItemString|Next|Keys|Values|Items|Merge\w*|Update)|"
+    r"PyFrame_(?:GetGlobals|GetLocals|GetBuiltins|FastToLocals\w*|LocalsToFast))$")
+# PyTorch's process-wide registries (allocators, hooks, handlers): a kernel that installed its own CPU allocator ran
+# the work it owed whenever the harness next allocated, so the reference's clock paid for it
+_TORCH_REGISTRY = re.compile(r"^(?:[Ss]et[A-Z_]?\w*(?:Allocator|Hooks?|Handler|Create|Callback|Registry|Interpreter)"
+                             r"\w*|set_\w*(?:allocator|hooks?|handler|callback)\w*|[Rr]egister\w*)$")
+# the shared libraries an extension may load with it: the C and C++ runtimes, OpenMP, PyTorch's own, the device
+# runtimes and the interpreter; vendor math libraries only where the policy allows them
+_ALLOWED_NEEDED = re.compile(
+    r"^(?:libc|libm|libdl|librt|libpthread|libutil|libatomic|libstdc\+\+|libgcc_s|libgomp|libiomp5|libomp|"
+    r"ld-linux-x86-64|ld-linux-aarch64|libc10|libc10_cuda|libc10_hip|libtorch|libtorch_cpu|libtorch_cuda|"
+    r"libtorch_hip|libtorch_python|libtorch_global_deps|libshm|libcudart|libcuda|libamdhip64|libmusart|libmusa|"
+    r"libtorch_musa|libpython3\.\d+)\.so(?:\.\d+)*$")
+_VENDOR_LIBRARY = re.compile(r"cublas|cudnn|cusparse|cufft|cusolver|curand|cutensor|nccl|nvrtc|mkl|dnnl|blas|lapack|"
+                             r"hipblas|miopen|rocblas|mublas|mudnn|musparse|mufft|musolver", re.I)
+
 
 class NotALibrary(ValueError):
     """The file is not a 64-bit little-endian ELF object this reader understands."""
@@ -161,11 +187,10 @@ def _string(data: bytes, table: int, size: int, at: int) -> str:
     return data[table + at:end].decode("ascii", "replace")
 
 
-def _dynamic_view(data: bytes) -> list[str] | None:
-    """The undefined symbols the dynamic loader binds: those named by the relocations of the `PT_DYNAMIC` segment,
-    read the way the loader reads them (section headers are not needed to load a library, so a library could carry
-    a harmless `.dynsym` section beside the tables it is really loaded with). None for a file without program
-    headers (an object file)."""
+def _dynamic_segment(data: bytes):
+    """(entries, at) of the `PT_DYNAMIC` segment, read the way the dynamic loader reads it: `entries` the (tag, value)
+    pairs up to DT_NULL, `at(vaddr, size)` the file offset of a virtual address. None for a file without program
+    headers (an object file); ([], at) for one without a dynamic segment."""
     phoff, = struct.unpack_from("<Q", data, 0x20)
     phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
     if phnum == 0:
@@ -179,8 +204,6 @@ def _dynamic_view(data: bytes) -> list[str] | None:
             loads.append((p_vaddr, p_offset, p_filesz))
         elif p_type == 2:  # PT_DYNAMIC
             dynamic = (p_offset, p_filesz)
-    if dynamic is None:
-        return []  # nothing is bound at load time
 
     def at(vaddr: int, size: int = 1) -> int:
         for v, o, n in loads:
@@ -188,12 +211,28 @@ def _dynamic_view(data: bytes) -> list[str] | None:
                 return o + (vaddr - v)
         raise NotALibrary(f"address {vaddr:#x} lies in no loaded segment")
 
+    entries: list[tuple[int, int]] = []
+    if dynamic is not None:
+        off, size = dynamic
+        for pos in range(off, min(off + size, len(data)) - 15, 16):
+            tag, val = struct.unpack_from("<qQ", data, pos)
+            if tag == 0:  # DT_NULL
+                break
+            entries.append((tag, val))
+    return entries, at
+
+
+def _dynamic_view(data: bytes) -> list[str] | None:
+    """The undefined symbols the dynamic loader binds: those named by the relocations of the `PT_DYNAMIC` segment,
+    read the way the loader reads them (section headers are not needed to load a library, so a library could carry
+    a harmless `.dynsym` section beside the tables it is really loaded with). None for a file without program
+    headers (an object file)."""
+    seg = _dynamic_segment(data)
+    if seg is None:
+        return None
+    entries, at = seg
     tags: dict[int, int] = {}
-    off, size = dynamic
-    for pos in range(off, min(off + size, len(data)) - 15, 16):
-        tag, val = struct.unpack_from("<qQ", data, pos)
-        if tag == 0:  # DT_NULL
-            break
+    for tag, val in entries:
         tags.setdefault(tag, val)
     if 6 not in tags or 5 not in tags:  # DT_SYMTAB, DT_STRTAB
         return []
@@ -221,6 +260,33 @@ def _dynamic_view(data: bytes) -> list[str] | None:
             continue
         out.append(_string(data, str_off, strsz, name_at))
     return out
+
+
+def needed_libraries(path: Path) -> list[str]:
+    """The shared libraries a library names for the dynamic loader to load with it (its `DT_NEEDED` entries). Empty
+    for an object file. Raises `NotALibrary` like `undefined_symbols`."""
+    data = Path(path).read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise NotALibrary("not a 64-bit little-endian ELF file")
+    try:
+        seg = _dynamic_segment(data)
+        if seg is None:
+            return []
+        entries, at = seg
+        strtab = next((v for t, v in entries if t == 5), None)
+        strsz = next((v for t, v in entries if t == 10), 0)
+        if strtab is None or strsz <= 0:
+            return []
+        str_off = at(strtab, strsz)
+        out = []
+        for tag, val in entries:
+            if tag == 1:  # DT_NEEDED
+                out.append(_string(data, str_off, strsz, val))
+        return out
+    except NotALibrary:
+        raise
+    except (struct.error, IndexError, ValueError) as e:
+        raise NotALibrary(f"{Path(path).name}: malformed ELF ({e})") from None
 
 
 def _section_view(data: bytes) -> list[str]:
@@ -365,6 +431,13 @@ def symbol_violation(symbol: str, allow_vendor_libs: bool = False) -> str | None
         return f"reads a clock (a kernel that times itself can tell a watched call from a timed one): {symbol}"
     if not parts and _PYTHON_EXEC.match(symbol):
         return f"runs Python from native code: {symbol}"
+    if not parts and _PYTHON_REACH.match(symbol):
+        return (f"reaches into the Python interpreter (its modules, frames, hooks or callables) from native code: "
+                f"{symbol}")
+    if parts[:1] in (("c10",), ("at",)) and len(parts) >= 2 and (
+            _TORCH_REGISTRY.match(parts[-1]) or parts[-2:] == ("CUDACachingAllocator", "allocator")):
+        return (f"changes a process-wide registry of PyTorch (allocators, hooks, handlers), which runs code of its "
+                f"own inside the harness's and the reference's calls: {'::'.join(parts)}")
     if not allow_vendor_libs and VENDOR_PATTERNS.search(plain):
         return f"calls a vendor math library (strict policy): {plain}"
     if symbol in _bundled() and (not allow_vendor_libs or symbol.startswith("aoti_torch")):
@@ -383,6 +456,10 @@ def library_violations(path: Path, allow_vendor_libs: bool = False) -> list[str]
     except NotALibrary as e:  # the build's bytes: the candidate's
         return [f"the extension library {Path(path).name} could not be inspected: {e}"]
     out = []
+    for lib in needed_libraries(path):
+        if not (_ALLOWED_NEEDED.match(lib) or allow_vendor_libs and _VENDOR_LIBRARY.search(lib)):
+            out.append(f"the built extension loads the library {lib}: only the C/C++ runtimes, OpenMP, PyTorch's own "
+                       "libraries and the device runtime may be linked (a kernel of its own, not another library's)")
     for s in sorted(set(symbols)):
         why = symbol_violation(s, allow_vendor_libs)
         if why:

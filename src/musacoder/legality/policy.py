@@ -103,7 +103,8 @@ THREAD_STREAM_NAMES = {
     "Thread", "Timer", "ThreadPoolExecutor", "ProcessPoolExecutor", "Process", "Stream", "stream", "set_stream",
     "ExternalStream", "record_stream", "CUDAGraph", "graph", "make_graphed_callables", "Event",
 }
-VENDOR_PATTERNS = re.compile(r"\b(cublas\w*|cublasLt\w*|cudnn\w*|cusparse\w*|cufft\w*|cusolver\w*|hipblas\w*|miopen\w*|"
+# `(?:\b|_)`: a prefixed spelling (`scipy_cblas_sgemm64_`, NumPy's `libscipy_openblas64_`) is the same library
+VENDOR_PATTERNS = re.compile(r"(?:\b|_)(cublas\w*|cublasLt\w*|cudnn\w*|cusparse\w*|cufft\w*|cusolver\w*|hipblas\w*|miopen\w*|"
                              r"mublas\w*|mudnn\w*|musparse\w*|mufft\w*|musolver\w*|"
                              r"cblas_\w+|mkl_\w+|mkl\.h|dnnl\w*|openblas\w*|lapack\w*)\b", re.I)
 # CUDA helpers a kernel wrapper legitimately takes from the at::cuda namespace; the rest of it (at::cuda::mm …) are
@@ -121,9 +122,16 @@ NATIVE_FORBIDDEN = [
     (re.compile(r"\bdlopen\b|\bdlsym\b|\bdladdr\w*|LoadLibrary|\bsetenv\s*\(|\bputenv\s*\(|#\s*include\s*<(?:link|elf|dlfcn)\.h>|"
                 r"\bElfW\b|\bElf(?:32|64)_\w+|\blink_map\b|\b_r_debug\b|dl_iterate_phdr"),
      "loads code, looks up symbols by name or changes the environment"),
+    # the Python C-API and pybind11's object API: a kernel has no use for the interpreter (PYBIND11_MODULE, m.def,
+    # py::arg and py::call_guard stay allowed); through it native code reached the worker's clock and profiler state
     (re.compile(r"py::module_?::import|pybind11::module_?::import|py::eval|py::exec|PyRun_\w+|PyImport_\w+|PyObject_Call\w*|py::globals|\.attr\s*\(|"
-                r"(?:py|pybind11)::(?:getattr|hasattr|setattr|delattr|globals|builtins|reinterpret_borrow|reinterpret_steal)\b|"
-                r"PyObject_(?:Get|Set)Attr\w*|PyEval_GetBuiltins|PyDict_GetItem\w*|PyObject_Vectorcall\w*"), "calls back into Python"),
+                r"(?:py|pybind11)::(?:getattr|hasattr|setattr|delattr|globals|builtins|reinterpret_borrow|reinterpret_steal|"
+                r"handle|object|function|dict|list|tuple|str|bytes|capsule|cast|cpp_function|none|type|iterable|"
+                r"iterator|sequence|isinstance|print|detail|module_?)\b|"
+                r"PyObject_(?:Get|Set)Attr\w*|PyEval_GetBuiltins|PyDict_GetItem\w*|PyObject_Vectorcall\w*|"
+                r"\bPy[A-Z][A-Za-z]*_[A-Za-z]\w*|\b_Py[A-Z]\w*|\bPy_[A-Z]\w*|\bPyObject\b|#\s*include\s*[<\"]Python\.h|"
+                r"\btp_(?:call|dict|getattro|setattro|getattr|setattr|methods|base|mro|new|init|dealloc|as_\w+)\b"),
+     "calls back into Python"),
     (re.compile(r"cudaStreamCreate\w*|getStreamFromPool|setCurrentCUDAStream|cudaLaunchHostFunc|cudaStreamAddCallback|cudaGraph\w*|CUDAStreamGuard"), "uses side streams, graphs or host callbacks"),
     (re.compile(r"RecordFunction|profiler|\bkineto\b|cupti|hasCallbacks|hasGlobalCallbacks|hasThreadLocalCallbacks|"
                 r"ThreadLocalDebugInfo|DebugInfoKind|ThreadLocalState", re.I), "inspects the profiler"),
@@ -140,8 +148,11 @@ NATIVE_FORBIDDEN = [
                 r"\bsetpriority\s*\(|\bnice\s*\(|\bsetrlimit\s*\("),
      "changes the scheduling of the process the reference is timed in (CPU affinity, priority)"),
     (re.compile(r"globalContext\s*\(|set_num_threads|set_num_interop_threads|omp_set_num_threads|omp_set_dynamic|"
-                r"setAllowTF32|setBenchmarkCuDNN|setDeterministic|cudaDeviceSetLimit|cudaSetDevice\b|cudaDeviceReset"),
-     "changes global PyTorch/OpenMP/CUDA state"),
+                r"setAllowTF32|setBenchmarkCuDNN|setDeterministic|cudaDeviceSetLimit|cudaSetDevice\b|cudaDeviceReset|"
+                r"\bSet\w*Allocator\b|\bset_\w*allocator\b|CUDACachingAllocator::allocator\b|REGISTER_ALLOCATOR|"
+                r"\b[Ss]et\w*Hooks?\b|\bRegister\w*Hooks?\b|REGISTER_\w*HOOKS|set_warning_handler|"
+                r"SetStorageImplCreate|C10_REGISTER_\w+"),
+     "changes global PyTorch/OpenMP/CUDA state (threads, settings, allocators, hooks and handlers)"),
     (re.compile(r"#\s*pragma\s+omp\s+(?:parallel\s+)?(?:task|single\s+nowait|master)\b|\bnowait\b|\.detach\s*\(\s*\)"),
      "leaves work running after returning (omp task/nowait/detached threads)"),
     (re.compile(r"\bsleep\s*\(|usleep\s*\(|nanosleep|std::chrono|clock_gettime|gettimeofday|rdtsc|rdpmc|readcyclecounter|"

@@ -540,10 +540,42 @@ def _check_native_build(an: R.Resolver, backend: str, allow_vendor_libs: bool) -
             v.append(f"line {call.lineno}: the musa backend needs musa_sources in load_inline "
                      "(torch_musa.utils.musa_extension.load_inline)")
         for kw in call.keywords:
-            if kw.arg == "extra_ldflags" and VENDOR_PATTERNS.search(ast.unparse(kw.value)) and not allow_vendor_libs:
-                v.append(f"line {call.lineno}: linking vendor libraries ({ast.unparse(kw.value)}) is not allowed "
-                         "under the strict policy")
+            if kw.arg == "extra_ldflags":
+                v += _link_flag_violations(call.lineno, kw.value, allow_vendor_libs)
+            elif kw.arg in ("extra_cflags", "extra_cuda_cflags", "extra_musa_cflags") \
+                    and _COMPILE_FLAG_FORBIDDEN.search(ast.unparse(kw.value)):
+                v.append(f"line {call.lineno}: {kw.arg} may not link, load plugins or include other files "
+                         f"({ast.unparse(kw.value)[:120]}); optimisation, warning, macro and architecture flags only")
     return v
+
+
+# what a candidate may link: OpenMP, the C math and thread runtimes and the device runtime (KernelBench's examples
+# pass `[""]` and `-lcuda`); with vendor libraries allowed, `-l` of one.
+# Search paths, libraries named by file (`-l:…`, `*.so`, `*.a`) and linker options are out: a foreign BLAS linked
+# by path (NumPy's OpenBLAS) computed a matmul under a prefixed name.
+_LINK_FLAG_OK = re.compile(r"^(?:|-fopenmp|-lgomp|-lm|-lpthread|-lcuda|-lcudart|-lmusa|-lmusart|-O[0-3sz]?)$")
+_LINK_FLAG_VENDOR = re.compile(r"^-l(?:cublas|cublasLt|cudnn|cusparse|cufft|cusolver|curand|mublas|mudnn|musparse|mufft|"
+                               r"musolver|hipblas|miopen|mkl_\w+|dnnl|openblas)$")
+# compile flags that reach beyond compiling the candidate's own source: linking, plugins, other files included
+_COMPILE_FLAG_FORBIDDEN = re.compile(r"-Wl,|-Xlinker|--linker-options|-fplugin|-specs\b|-include\b|-imacros|"
+                                     r"(?<![\w-])-l\S|(?<![\w-])-L\S|\.so\b|\.a\b|(?<![\w-])-B\S")
+
+
+def _link_flag_violations(lineno: int, value: ast.expr, allow_vendor_libs: bool) -> list[str]:
+    flags = value.elts if isinstance(value, (ast.List, ast.Tuple)) else None
+    if flags is None or not all(isinstance(f, ast.Constant) and isinstance(f.value, str) for f in flags):
+        return [f"line {lineno}: extra_ldflags must be a list of plain strings ({ast.unparse(value)[:120]})"]
+    out = []
+    for f in flags:
+        flag = f.value.strip()
+        if _LINK_FLAG_OK.match(flag) or allow_vendor_libs and _LINK_FLAG_VENDOR.match(flag):
+            continue
+        if VENDOR_PATTERNS.search(flag) and not allow_vendor_libs:
+            out.append(f"line {lineno}: linking vendor libraries ({flag}) is not allowed under the strict policy")
+        else:
+            out.append(f"line {lineno}: the link flag {flag!r} is not allowed: link only OpenMP (-fopenmp) and the C "
+                       "runtimes (-lm, -lpthread, -lcuda); no search paths, libraries by file or linker options")
+    return out
 
 
 def _extension_names(tree: ast.Module, an: R.Resolver) -> list[str]:
