@@ -886,6 +886,152 @@ class ModelNew(nn.Module):
         return mm_ext.mm_forward(A, B)
 '''
 
+# sixth red-team round (each ok before its fix, 116-158x): through pybind11's own imported C-API (names made by token
+# pasting, `namespace q = pybind11`), `torch.Tensor.untyped_storage` became a property whose getter ran the
+# candidate's kernel when the harness's layout check touched the inputs, before the clock started
+LAYOUT_PROBE = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+#define J(a,b) a##b
+namespace q = pybind11;
+typedef decltype(J(PyEval_,GetBuiltins)()) PO;
+
+static PO g_get = nullptr;          // the original method descriptor's __get__
+static torch::Tensor g_out;          // output computed outside the clock
+static const float* g_ptr = nullptr;
+static float g_samp[64];
+static int64_t g_idx[64];
+
+static void relu_kernel(const float* in, float* o, int64_t n) {
+    #pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) { const float v = in[i]; o[i] = v > 0.f ? v : 0.f; }
+}
+
+static void arm(const torch::Tensor& x) {
+    if (x.scalar_type() != torch::kFloat32 || !x.is_contiguous() || x.dim() != 2 || x.numel() < 4096) return;
+    auto out = torch::empty_like(x);
+    relu_kernel(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());
+    const float* p = x.data_ptr<float>();
+    int64_t n = x.numel();
+    for (int i = 0; i < 64; ++i) { g_idx[i] = (n / 64) * i + (i * 7919) % (n / 64); g_samp[i] = p[g_idx[i]]; }
+    g_ptr = p;
+    g_out = out;
+}
+
+q::object probe(q::handle xo) {
+    PO bound = J(PyObject_,CallFunctionObjArgs)(g_get, xo.ptr(), NULL);
+    if (!bound) throw q::error_already_set();
+    arm(xo.cast<torch::Tensor>());
+    return q::reinterpret_steal<q::object>(bound);
+}
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "expected float32");
+    if (g_out.defined() && x.is_contiguous() && x.data_ptr<float>() == g_ptr && g_out.numel() == x.numel()) {
+        const float* p = x.data_ptr<float>();
+        bool same = true;
+        for (int i = 0; i < 64; ++i) same &= (p[g_idx[i]] == g_samp[i]);
+        if (same) { auto o = g_out; g_out = torch::Tensor(); g_ptr = nullptr; return o; }
+    }
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    relu_kernel(xc.data_ptr<float>(), out.data_ptr<float>(), xc.numel());
+    return out;
+}
+
+static void install(PO mod) {
+    PO b = J(PyEval_,GetBuiltins)();
+    PO key = J(PyUnicode_,FromString)("__import__");
+    PO imp = J(PyObject_,GetItem)(b, key);
+    PO tname = J(PyUnicode_,FromString)("torch");
+    PO tm = J(PyObject_,CallFunctionObjArgs)(imp, tname, NULL);
+    if (!tm) { J(PyErr_,Clear)(); return; }
+    PO cls = J(PyObject_,GetAttrString)(tm, "Tensor");
+    PO desc = J(PyObject_,GetAttrString)(cls, "untyped_storage");
+    g_get = J(PyObject_,GetAttrString)(desc, "__get__");
+    PO fn = J(PyObject_,GetAttrString)(mod, "probe");
+    PO prop = J(PyObject_,CallFunctionObjArgs)((PO)&J(PyProperty_,Type), fn, NULL);
+    if (!prop || !g_get) { J(PyErr_,Clear)(); return; }
+    J(PyObject_,SetAttrString)(cls, "untyped_storage", prop);
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("relu_forward", &relu_forward);
+    m.def("probe", &probe);
+    install(m.ptr());
+}
+"""
+
+relu_ext = load_inline(
+    name="relu_cpu_rt6a",
+    cpp_sources=cpp_source,
+    extra_cflags=["-O3", "-fopenmp"],
+    extra_ldflags=["-fopenmp"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return relu_ext.relu_forward(x)
+'''
+
+# the same in plain Python through an alias of the class: `T = torch.Tensor; T.detach = …` ran torch.mm when the
+# harness read the output, after the clock stopped and outside the profiled range; no kernel of its own computed
+ALIAS_PATCH_DETACH = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+
+torch::Tensor alloc_out(torch::Tensor A, torch::Tensor B) {
+    return torch::empty({A.size(0), B.size(1)}, A.options());
+}
+"""
+
+ext = load_inline(
+    name="mm_cpu_rt6d",
+    cpp_sources=cpp_source,
+    functions=["alloc_out"],
+    extra_cflags=["-O3"],
+)
+
+OWED = []
+T = torch.Tensor
+_od = T.detach
+
+
+def _detach(self):
+    for i in range(len(OWED)):
+        c, a, b = OWED[i]
+        if c is self:
+            OWED.pop(i)
+            torch.mm(a, b, out=c)
+            break
+    return _od(self)
+
+
+T.detach = _detach
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        C = ext.alloc_out(A, B)
+        if len(OWED) > 3:
+            OWED.pop(0)
+        OWED.append((C, A, B))
+        return C
+'''
+
 if __name__ == "__main__":
     out = Path(__file__).parent / "candidates"
     out.mkdir(exist_ok=True)
@@ -906,4 +1052,6 @@ if __name__ == "__main__":
     (out / "lazy_allocator.py").write_text(LAZY_ALLOCATOR)
     (out / "interpreter_clock.py").write_text(INTERPRETER_CLOCK)
     (out / "profiler_switch.py").write_text(PROFILER_SWITCH)
-    print(f"wrote {len(CANDIDATES) + 15} candidates to {out}")
+    (out / "layout_probe.py").write_text(LAYOUT_PROBE)
+    (out / "alias_patch_detach.py").write_text(ALIAS_PATCH_DETACH)
+    print(f"wrote {len(CANDIDATES) + 17} candidates to {out}")

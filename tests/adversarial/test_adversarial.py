@@ -61,6 +61,8 @@ CASES = [
     ("lazy_allocator", RELU, "illegal", "allocators, hooks and handlers"),
     ("interpreter_clock", RELU, "illegal", "calls back into Python"),
     ("profiler_switch", MATMUL, "illegal", "calls back into Python"),
+    ("layout_probe", RELU, "illegal", "token pasting"),
+    ("alias_patch_detach", MATMUL, "illegal", "sets an attribute of something other than self"),
 ]
 
 CFG = VerifyConfig(timeout_s=25.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
@@ -294,3 +296,16 @@ def test_an_allocator_or_a_patched_clock_is_seen_at_run_time_without_the_source_
     assert v.status == "illegal" and "CPU allocator was replaced" in _text(v), _text(v)
     v = verify(RELU, (CANDS / "interpreter_clock.py").read_text(), backend="cpu", config=CFG)
     assert v.status == "illegal" and "musacoder.judge.timing._perf_ns" in _text(v), _text(v)
+
+
+@pytest.mark.slow
+def test_a_patched_tensor_method_is_seen_at_run_time_without_the_source_rules(monkeypatch):
+    """Defence in depth: with the source rules switched off here (the binary rule passes both: they use only what
+    pybind11's glue imports, or no native code at all), the worker sees `torch.Tensor.untyped_storage` and
+    `torch.Tensor.detach` replaced: it compares what the harness runs before and after candidate code, and as each
+    candidate call returns."""
+    _static_rules_off(monkeypatch)
+    v = verify(RELU, (CANDS / "layout_probe.py").read_text(), backend="cpu", config=CFG)
+    assert v.status == "illegal" and "torch.Tensor.untyped_storage" in _text(v), _text(v)
+    v = verify(MATMUL, (CANDS / "alias_patch_detach.py").read_text(), backend="cpu", config=CFG)
+    assert v.status == "illegal" and "torch.Tensor.detach" in _text(v), _text(v)

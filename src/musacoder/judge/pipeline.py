@@ -798,6 +798,14 @@ class _Run:
             v.legal = False
             v.stages["timing"] = "failed"
             raise _Stop("illegal")
+        if rep.patched_rounds:
+            v.violations.append(f"the code the harness runs in the worker was changed as the candidate's call returned "
+                                f"in {len(rep.patched_rounds)} timed round(s): {', '.join(rep.patched)} (PyTorch's "
+                                "classes and functions, the verifier's own and the interpreter's hooks may not be "
+                                "patched)")
+            v.legal = False
+            v.stages["timing"] = "failed"
+            raise _Stop("illegal")
         if rep.relaid_rounds:
             v.violations.append(f"forward changed the shape, strides or storage of its inputs in "
                                 f"{len(rep.relaid_rounds)} timed round(s) (inputs are read-only)")

@@ -83,6 +83,8 @@ class TimeReply(_Reply):
     no_launch_rounds: list[int] = []
     relaid_rounds: list[int] = []
     final_round: int | None = None
+    patched_rounds: list[int] = []
+    patched: list[str] = []
 
 
 class OutputsReply(_Reply):

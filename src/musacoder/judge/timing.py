@@ -110,17 +110,19 @@ class Timer:
         if self.scratch is not None:
             self.scratch.zero_()
 
-    def timed(self, fn, args):
+    def timed(self, fn, args, _clock=_perf_ns):
+        """(Region, out) of one call. The host clock is bound when this module is imported (a default argument), so
+        nothing candidate code does to this module's names changes the clock a timed call reads."""
         torch = self.torch
         if self.cuda:
             self.flush()
             if self.family == "cuda":
                 return cuda_region(torch, fn, args)
             return cuda_region(torch, fn, args, self.family)
-        t0 = _perf_ns()
+        t0 = _clock()
         with torch.no_grad():
             out = fn(*args)
-        ms = (_perf_ns() - t0) / 1e6
+        ms = (_clock() - t0) / 1e6
         return Region(ms, ms), out
 
 

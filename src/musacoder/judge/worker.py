@@ -15,6 +15,7 @@ and the trusted side decides what it means.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import sys
@@ -52,6 +53,7 @@ class Worker:
         self._exports: list = []  # exported over CUDA IPC, kept alive until the next request (`ipc.release`)
         self.release_memory = False  # give cached device blocks back after every request (large tasks; see `init`)
         self.channel: tuple[int, int] | None = None  # (from the trusted side, to it): for mid-request build requests
+        self._moved_at_return: set[str] = set()  # what `check_at_return` found changed as a candidate call returned
 
     # -- helpers -----------------------------------------------------------------------------------------------
     def _poison_allocator(self, inputs) -> None:
@@ -71,7 +73,7 @@ class Worker:
                 "default dtype": str(torch.get_default_dtype()), "grad mode": torch.is_grad_enabled(),
                 "float32 matmul precision": torch.get_float32_matmul_precision(), **_scheduling(),
                 "environment": _environment(), "dispatcher": _dispatcher(torch), "allocators": _allocators(torch),
-                "harness": _harness()}
+                "harness": _harness(torch)}
 
     def global_state_changes(self) -> list[str]:
         before = getattr(self, "_state0", None)
@@ -84,10 +86,11 @@ class Worker:
         if swapped:
             out.append(f"PyTorch's {', '.join(swapped)} allocator was replaced (an allocator of the candidate's runs its "
                        "code inside every allocation of the harness and the reference)")
-        patched = sorted(k for k, f in before.get("harness", {}).items() if now.get("harness", {}).get(k) is not f)
+        patched = sorted(set(_moved(before.get("harness", {}), now.get("harness", {}))) | set(self._moved_at_return))
         if patched:
-            out.append(f"the verifier's own code in the worker was changed: {', '.join(patched[:5])} (native code "
-                       "reached the interpreter)")
+            out.append(f"the code the harness runs in the worker was changed: {', '.join(patched[:5])} (PyTorch's "
+                       "classes and functions, the verifier's own, the interpreter's hooks and mode stacks may not be "
+                       "patched)")
         redone = sorted(op for op, h in before.get("dispatcher", {}).items() if now.get("dispatcher", {}).get(op) != h)
         if redone:
             out.append(f"kernels registered with PyTorch's dispatcher for {', '.join(redone[:5])} (a registration "
@@ -234,6 +237,7 @@ class Worker:
         if not (self.backend == "triton" and self.device == "cpu"):  # Triton's CPU interpreter works in NumPy itself
             _seal_array_exits(self.torch)
         self._state0 = self.global_state()
+        self._arm_watch()
         t0 = time.perf_counter()
         try:
             exec(compile(msg["code"], module.__file__, "exec"), module.__dict__)  # noqa: S102 - sandboxed worker
@@ -326,10 +330,32 @@ class Worker:
 
     def _call_candidate(self, args):
         """The candidate's forward and the device synchronise after it: the only code whose errors are the
-        candidate's during a trial or a round (asynchronous kernel faults surface at the synchronise)."""
+        candidate's during a trial or a round (asynchronous kernel faults surface at the synchronise). What the
+        harness runs is checked as the call returns, before the harness touches anything the call could have
+        patched (a patch that undoes itself when first used would be gone by the request's end)."""
         out = self.model(*args)
+        self.check_at_return()
         self.sync()
         return out
+
+    def check_at_return(self) -> bool:
+        """Compare what `_harness` watches with its snapshot before candidate code (about 0.2 ms: the live
+        namespaces are read back entry by entry); remember what moved. True when something did."""
+        watch = getattr(self, "_watch", None)
+        if watch is None:
+            return False
+        missing = object()
+        moved = [label for space, key, value, label in watch[0] if space.get(key, missing) is not value]
+        for label, get, value in watch[1]:
+            now = get()
+            if now != value:  # a changed hook or mode stack, or the names a class gained
+                moved += [f"{label}.{k}" for k in sorted(now - value)] if type(value) is frozenset else [label]
+        self._moved_at_return.update(moved)
+        return bool(moved)
+
+    def _arm_watch(self) -> None:
+        """The live namespaces and values behind `_harness`, for `check_at_return`."""
+        self._watch = _watched(self.torch)
 
     def _forward(self, args, profile: bool, seed: int | None = None, perturb: str | None = None):
         """One candidate call on `args` (the inputs made for this trial or round, never seen by anything else);
@@ -456,6 +482,7 @@ class Worker:
         checked = {}
         no_launch: list[int] = []
         relaid: list[int] = []
+        patched: list[int] = []  # rounds whose call left what the harness runs changed (`check_at_return`)
         cand_ms: list = []
         ref_ms: list[float] = []
         audit_out = {}
@@ -495,6 +522,8 @@ class Worker:
                     t_c, out = _guarded(timer.timed, self.model, args)
                 except CandidateError as e:
                     return _candidate_error(e.error, f"forward (timing round {r})")
+                if self.check_at_return():
+                    patched.append(r)
                 if self.launches() == launches0:
                     no_launch.append(r)
                 if _layout(args) != layout0:  # the reference runs on these same tensors next
@@ -528,7 +557,8 @@ class Worker:
         inputs_for.clear()
         return {"ok": True, "candidate_ms": trip.charge(cand_ms), "reference_ms": ref_ms, "audits": audit_out,
                 "checks": checked, "device_mem_peak": self.device_mem_peak(), "timer_overhead_ms": trip.ms(),
-                "no_launch_rounds": no_launch, "relaid_rounds": relaid, "final_round": final_round}
+                "no_launch_rounds": no_launch, "relaid_rounds": relaid, "final_round": final_round,
+                "patched_rounds": patched, "patched": sorted(self._moved_at_return)[:5]}
 
     def op_take_outputs(self, msg):
         """The outputs kept from the last `time` request's audit and check rounds (those of `rounds`, default all),
@@ -687,18 +717,87 @@ def _allocators(torch) -> dict[str, int]:
     return out
 
 
-def _harness() -> dict:
-    """The functions and classes of the verifier's own modules in this worker, and the interpreter's profile and trace
-    hooks (compared by identity): native code that reached the interpreter replaced the worker's clock
-    (`timing._perf_ns`) so that only the candidate's rounds were charged less. Modules and names that appear later
-    are not compared."""
-    out: dict = {"sys.getprofile()": sys.getprofile(), "sys.gettrace()": sys.gettrace(),
-                 "threading.getprofile()": threading.getprofile(), "threading.gettrace()": threading.gettrace()}
+# modules whose functions the harness calls around the candidate's (their callables are compared by identity), and
+# classes whose whole namespace is (a property or method patched there ran when the harness next touched a tensor)
+_WATCHED_MODULES = ("builtins", "time", "torch", "torch.nn.functional", "torch.profiler", "torch.autograd",
+                    "torch.autograd.profiler", "torch.autograd.grad_mode", "torch.cuda")
+_WATCHED_CLASSES = ("Tensor", "_C.TensorBase", "nn.Module", "no_grad", "enable_grad", "inference_mode",
+                    "profiler.profile", "autograd.profiler.record_function", "cuda.Event")
+
+
+def _watched(torch) -> tuple[list, list]:
+    """What the harness runs around the candidate's calls, as (namespace, key, value, label) entries compared by
+    identity and (label, getter, value) entries compared by value: the functions and classes of the verifier's own
+    modules in this worker (and the namespaces of its classes) and of the PyTorch modules it calls, the whole
+    namespace of `torch.Tensor` and the other classes above, the interpreter's profile and trace hooks and PyTorch's
+    torch-function and dispatch mode stacks. Native code that reached the interpreter replaced the worker's clock
+    (`timing._perf_ns`), `Tensor.untyped_storage` (run by the layout check before the clock starts) and
+    `Tensor.detach` (run when the harness reads an output), each doing the candidate's work where no clock or
+    profiler saw it. Modules and names that appear later are not compared."""
+    spaces: list = []
+    calls: list = [("sys.getprofile()", sys.getprofile, sys.getprofile()), ("sys.gettrace()", sys.gettrace, sys.gettrace()),
+                   ("threading.getprofile()", threading.getprofile, threading.getprofile()),
+                   ("threading.gettrace()", threading.gettrace, threading.gettrace())]
+
+    def space(d, label: str, only_callables: bool) -> None:
+        spaces.extend((d, k, v, f"{label}.{k}") for k, v in list(d.items()) if not only_callables or callable(v))
+        if not only_callables:  # a class gains no names: one added shadows a base class's (`Tensor.untyped_storage`
+            # over TensorBase's)
+            calls.append((label, functools.partial(frozenset, d), frozenset(d)))
+
+    if torch is not None:
+        for label, fn in (("torch-function modes", "_len_torch_function_stack"),
+                          ("dispatch modes", "_len_torch_dispatch_stack")):
+            get = getattr(torch._C, fn, None)
+            if get is not None:
+                calls.append((label, get, get()))
+        for dotted in _WATCHED_CLASSES:
+            cls = torch
+            for part in dotted.split("."):
+                cls = getattr(cls, part, None)
+                if cls is None:
+                    break
+            if isinstance(cls, type):
+                space(cls.__dict__, f"torch.{dotted}", False)
     for name, mod in list(sys.modules.items()):
-        if name.startswith("musacoder.") or name == "time":
-            for k, v in list(getattr(mod, "__dict__", {}).items()):
-                if callable(v) and not k.startswith("__"):
-                    out[f"{name}.{k}"] = v
+        if name.startswith("musacoder.") or name in _WATCHED_MODULES:
+            d = getattr(mod, "__dict__", {})
+            space(d, name, True)
+            if name.startswith("musacoder."):
+                for k, v in list(d.items()):  # its own classes' methods (pydantic records, which fill in their
+                    # schema lazily, hold no harness logic)
+                    if isinstance(v, type) and getattr(v, "__module__", None) == name \
+                            and not hasattr(v, "model_fields"):
+                        spaces.extend((v.__dict__, a, f, f"{name}.{k}.{a}") for a, f in list(v.__dict__.items())
+                                      if not a.startswith("__"))
+    return spaces, calls
+
+
+def _harness(torch=None) -> dict:
+    """`_watched` as one snapshot (label -> value), compared with `_moved`."""
+    spaces, calls = _watched(torch)
+    out = {label: value for _, _, value, label in spaces}
+    out.update({label: _Count(value) if type(value) is int else value for label, _, value in calls})
+    return out
+
+
+class _Count(int):
+    """A mode stack's depth, compared by value where the rest of `_harness` compares by identity."""
+
+
+def _moved(before: dict, now: dict) -> list[str]:
+    """The entries of `before` (a `_harness` snapshot) that `now` no longer holds as they were."""
+    out = []
+    for k, a in before.items():
+        b = now.get(k)
+        if b is a or (type(a) is _Count and type(b) is _Count and int(a) == int(b)):
+            continue
+        if type(a) is frozenset and type(b) is frozenset:  # a class's names: those it gained
+            out += [f"{k}.{n}" for n in sorted(b - a)]
+            continue
+        if type(a) in (str, int, float, bool, type(None)) and type(b) is type(a) and a == b:
+            continue
+        out.append(k)
     return out
 
 

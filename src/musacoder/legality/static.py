@@ -243,6 +243,15 @@ def _assignment_violations(node: ast.AST, an: R.Resolver) -> list[str]:
             if isinstance(sub, ast.Name) and sub.id in an.aliases and isinstance(node, ast.Assign) \
                     and node.lineno > 0 and sub is t:
                 v.append(f"line {node.lineno}: rebinding imported name {sub.id!r} is not allowed")
+    if v:
+        return v
+    for t in targets:  # only attributes of self: `T = torch.Tensor; T.detach = f` patched what the harness calls
+        for sub in ast.walk(t):
+            if isinstance(sub, ast.Attribute) and not isinstance(sub.ctx, ast.Load) \
+                    and not (isinstance(sub.value, ast.Name) and sub.value.id == "self"):
+                return [f"line {node.lineno}: assigning to {ast.unparse(sub)} sets an attribute of something other "
+                        "than self (monkey-patching is not allowed: only self.<name> may be set, since patching a "
+                        "class or module changes what the harness runs)"]
     return v
 
 
