@@ -1032,6 +1032,75 @@ class ModelNew(nn.Module):
         return C
 '''
 
+# seventh red-team round (ok before its fix, 2.1-2.7x from a kernel that did its ReLU after the clock stopped): a
+# std::thread started by a static initialiser at import, its name split by a backslash-newline the source rules did
+# not join, imported as std::thread::_M_start_thread (not pthread_create); forward queued the work and returned
+BACKGROUND_THREAD_AT_IMPORT = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+#include <mutex>
+#include <condition_variable>
+#include <deque>
+#include <thr\
+ead>
+
+struct Job { torch::Tensor in; torch::Tensor out; };
+static std::mutex mu;
+static std::condition_variable cv;
+static std::deque<Job>* q = new std::deque<Job>();
+
+static void loop() {
+    for (;;) {
+        Job j;
+        {
+            std::unique_lock<std::mutex> l(mu);
+            cv.wait(l, [] { return !q->empty(); });
+            j = q->front();
+            q->pop_front();
+        }
+        const float* in = j.in.data_ptr<float>();
+        float* o = j.out.data_ptr<float>();
+        const int64_t n = j.in.numel();
+        for (int64_t i = 0; i < n; ++i) { const float v = in[i]; o[i] = v > 0.f ? v : 0.f; }
+    }
+}
+
+static std::thr\
+ead* helper = new std::thr\
+ead(loop);
+
+torch::Tensor relu_forward(torch::Tensor x) {
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32, "expected float32");
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    {
+        std::lock_guard<std::mutex> l(mu);
+        q->push_back(Job{xc, out});
+    }
+    cv.notify_one();
+    return out;
+}
+"""
+
+relu_ext = load_inline(
+    name="relu_cpu_bg",
+    cpp_sources=cpp_source,
+    functions=["relu_forward"],
+    extra_cflags=["-O3"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return relu_ext.relu_forward(x)
+'''
+
 if __name__ == "__main__":
     out = Path(__file__).parent / "candidates"
     out.mkdir(exist_ok=True)
@@ -1054,4 +1123,5 @@ if __name__ == "__main__":
     (out / "profiler_switch.py").write_text(PROFILER_SWITCH)
     (out / "layout_probe.py").write_text(LAYOUT_PROBE)
     (out / "alias_patch_detach.py").write_text(ALIAS_PATCH_DETACH)
-    print(f"wrote {len(CANDIDATES) + 17} candidates to {out}")
+    (out / "background_thread_at_import.py").write_text(BACKGROUND_THREAD_AT_IMPORT)
+    print(f"wrote {len(CANDIDATES) + 18} candidates to {out}")

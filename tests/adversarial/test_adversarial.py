@@ -28,8 +28,9 @@ CASES = [
     ("hidden_operator_fallback", RELU, "illegal", "aten::mul"),
     ("aten_in_cpp_wrapper", RELU, "illegal", "calls the ATen operator aten::relu"),
     ("openmp_hidden_aten", RELU, "illegal", "calls the ATen operator aten::relu"),
-    ("aten_namespace_alias", RELU, "illegal", "at::cpu::clamp_min"),
-    ("native_numpy_callback", RELU, "runtime_error", "may not be handed to NumPy"),
+    ("aten_namespace_alias", RELU, "illegal", ("at::cpu::clamp_min", "aliases a PyTorch or pybind11 namespace")),
+    # rejected by the source rules since the fifth round; the NumPy seal in the worker stays behind them
+    ("native_numpy_callback", RELU, ("illegal", "runtime_error"), ("calls back into Python", "may not be handed to NumPy")),
     ("environment_at_import", RELU, "illegal", "environment variables changed: MKL_CBWR"),
     ("input_resized_while_timed", RELU, "illegal", "changed the shape, strides or storage of its inputs"),
     ("monkeypatch_allclose_timer", RELU, "illegal", "monkey-patching"),
@@ -63,6 +64,7 @@ CASES = [
     ("profiler_switch", MATMUL, "illegal", "calls back into Python"),
     ("layout_probe", RELU, "illegal", "token pasting"),
     ("alias_patch_detach", MATMUL, "illegal", "sets an attribute of something other than self"),
+    ("background_thread_at_import", RELU, "illegal", "spawns threads"),
 ]
 
 CFG = VerifyConfig(timeout_s=25.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
@@ -104,6 +106,7 @@ def test_the_runtime_rule_alone_still_sees_aten_called_from_native_code(monkeypa
     option). An ATen kernel called around the dispatcher is seen by the binary rule alone."""
     import musacoder.legality.binary as binary
 
+    _static_rules_off(monkeypatch)  # the namespace alias is a source-rule violation too
     monkeypatch.setattr(binary, "library_violations", lambda *a, **k: [])
     cfg = CFG.model_copy(update={"time_candidate": False})
     wrapper = verify(RELU, (CANDS / "aten_in_cpp_wrapper.py").read_text(), backend="cpu", config=cfg)
@@ -141,10 +144,12 @@ def test_rounds_after_the_first_few_are_rechecked_too():
 
 
 @pytest.mark.slow
-def test_a_fallback_in_the_unwatched_rounds_meets_a_late_audit():
+def test_a_fallback_in_the_unwatched_rounds_meets_a_late_audit(monkeypatch):
     """Honest where audits used to be drawn and in the final round, PyTorch (through a helper the static analysis
     cannot follow) in the ~180 rounds after: its outputs are right, so only a profiled round can tell, and after the
-    first rounds each round may be one."""
+    first rounds each round may be one. (The source rules now reject how it attaches the helper, `ModelNew.helper =
+    …`; they are switched off here to show the late audits.)"""
+    _static_rules_off(monkeypatch)
     v = verify(RELU, (CANDS / "late_fallback.py").read_text(), backend="cpu", config=TAIL_CFG)
     assert v.status == "illegal" and "aten::relu" in _text(v), _text(v)
 
@@ -203,21 +208,25 @@ def test_hardcoded_shape_caught_by_extra_shapes():
 @pytest.mark.slow
 def test_a_reference_slowed_in_the_candidates_process_earns_nothing(monkeypatch):
     """With the static rules switched off here (they reject this candidate outright), a candidate that patches the
-    reference's `torch.relu` with a 3 ms sleep in its own process: the reference timed beside it is slowed, the one
-    timed again in a fresh reference-only worker is not, and the speedup uses the lower. Without the clean worker the
-    same candidate had a speedup of tens."""
+    reference's `torch.relu` with a 3 ms sleep in its own process. Its speedup was tens without the clean reference
+    worker and 0.07x with it (docs/threats.md, row 23); since the sixth round the worker sees the patch itself, as
+    importing the candidate changed `torch.relu`."""
     _static_rules_off(monkeypatch)
     code = (CANDS / "reference_slowed_in_process.py").read_text()
     cfg = CFG.model_copy(update={"outlier_speedup": 1e6})
     v = verify(RELU, code, backend="cpu", config=cfg)
+    assert v.status == "illegal" and "torch.relu" in _text(v), _text(v)
+
+
+@pytest.mark.slow
+def test_an_honest_speedup_uses_the_lower_of_the_two_reference_figures():
+    """The reference is timed beside the candidate and again in a fresh reference-only worker; the speedup uses the
+    lower figure, and both are reported."""
+    v = verify(RELU, (REPO / "examples" / "candidates" / "relu_cpu.py").read_text(), backend="cpu", config=CFG)
     assert v.status == "ok", _text(v)
-    assert v.ref_runtime_ms_in_process > 2.5 and v.ref_runtime_ms_clean < 1.0, v
-    assert v.ref_runtime_ms == v.ref_runtime_ms_clean and v.reference_timing.median_ms == v.ref_runtime_ms_clean
-    assert v.speedup == pytest.approx(v.ref_runtime_ms_clean / v.runtime_ms)
-    assert any("slower in the candidate's worker than in a clean one" in f for f in v.flags), v.flags
-    off = verify(RELU, code, backend="cpu", config=cfg.model_copy(update={"clean_reference": False}))
-    assert off.status == "ok" and off.ref_runtime_ms_clean is None
-    assert off.speedup > 3 * v.speedup, (off.speedup, v.speedup)
+    assert v.ref_runtime_ms_clean is not None and v.ref_runtime_ms_in_process is not None
+    assert v.ref_runtime_ms == min(v.ref_runtime_ms_clean, v.ref_runtime_ms_in_process)
+    assert v.speedup == pytest.approx(v.ref_runtime_ms / v.runtime_ms)
 
 
 def _foreign_blas_candidate() -> str:
@@ -309,3 +318,20 @@ def test_a_patched_tensor_method_is_seen_at_run_time_without_the_source_rules(mo
     assert v.status == "illegal" and "torch.Tensor.untyped_storage" in _text(v), _text(v)
     v = verify(MATMUL, (CANDS / "alias_patch_detach.py").read_text(), backend="cpu", config=CFG)
     assert v.status == "illegal" and "torch.Tensor.detach" in _text(v), _text(v)
+
+
+@pytest.mark.slow
+def test_a_thread_started_at_import_is_seen_by_the_binary_rule_and_at_run_time(monkeypatch):
+    """Defence in depth for `background_thread_at_import`: with the source rules off, the binary rule sees the
+    extension start a std::thread; with the binary rule off too, the worker sees a thread started while importing
+    the candidate (no call's thread count would: it existed before the first one)."""
+    import musacoder.legality.binary as binary
+
+    _static_rules_off(monkeypatch)
+    cfg = CFG.model_copy(update={"time_candidate": False})
+    code = (CANDS / "background_thread_at_import.py").read_text()
+    v = verify(RELU, code, backend="cpu", config=cfg)
+    assert v.status == "illegal" and "std::thread::_M_start_thread" in _text(v), _text(v)
+    monkeypatch.setattr(binary, "library_violations", lambda *a, **k: [])
+    v = verify(RELU, code, backend="cpu", config=cfg)
+    assert v.status == "illegal" and "importing the candidate started 1 thread" in _text(v), _text(v)

@@ -238,6 +238,7 @@ class Worker:
             _seal_array_exits(self.torch)
         self._state0 = self.global_state()
         self._arm_watch()
+        threads0 = _native_threads()
         t0 = time.perf_counter()
         try:
             exec(compile(msg["code"], module.__file__, "exec"), module.__dict__)  # noqa: S102 - sandboxed worker
@@ -252,8 +253,13 @@ class Worker:
         if not hasattr(module, "ModelNew"):
             return {"ok": False, "kind": "runtime_error", "error": "the candidate defines no ModelNew", "where": "import"}
         self.candidate = module
+        changes = self.global_state_changes()
+        started = _native_threads() - threads0
+        if started > 0:  # a thread started at import is not counted by any call's check (it did work after the clock)
+            changes.append(f"importing the candidate started {started} thread(s) (a kernel may use OpenMP inside its "
+                           "call; no thread of its own)")
         return {"ok": True, "builds": self.record.builds, "seconds": time.perf_counter() - t0,
-                "global_state": self.global_state_changes()}
+                "global_state": changes}
 
     def _request_build(self, request: dict) -> dict:
         """Ask the trusted side to build (`musacoder.build.broker`) in the middle of a request: it answers this

@@ -91,6 +91,10 @@ _FORBIDDEN_NAMESPACES = {
     ("c10", "ThreadPool"): "PyTorch's thread pool",
     ("c10", "TaskThreadPoolBase"): "PyTorch's thread pool",
     ("c10", "TaskThreadPool"): "PyTorch's thread pool",
+    # libstdc++ starts std::thread (std::jthread, std::async) out of line: the extension imports this, not
+    # pthread_create (a thread started at import did the work after the clock stopped)
+    ("std", "thread", "_M_start_thread"): "a thread of its own (std::thread), whose work outlives the call",
+    ("std", "__future_base"): "a thread of its own (std::async), whose work outlives the call",
 }
 # PyTorch's compute libraries export, besides PyTorch's own C++ API, the entry points of the code they bundle: BLAS and
 # LAPACK in every spelling (SGEMM, sgemm_, cblas_sgemm …) and the rest of MKL, Sleef, NNPACK, XNNPACK, FBGEMM,
@@ -115,7 +119,7 @@ _SCHEDULING = re.compile(r"^(sched_setaffinity|pthread_setaffinity_np|sched_sets
 _PROCESS_STATE = re.compile(r"^(environ|__environ|_environ|mallopt|malloc_trim|__malloc_hook|__free_hook|"
                             r"__realloc_hook|__memalign_hook|sigaction|signal|__sysv_signal|bsd_signal|sigaltstack|"
                             r"mprotect|pkey_mprotect|pthread_create|clone|clone3|thrd_create|madvise|posix_madvise|"
-                            r"mmap|mmap64|munmap|mremap|brk|sbrk)$")
+                            r"mmap|mmap64|munmap|mremap|brk|sbrk|aio_\w+|lio_listio\w*|mq_notify)$")
 # clocks: a kernel that times itself can tell a watched (profiled) call from a timed one
 _CLOCKS = re.compile(r"^(clock_gettime|clock_getres|clock|time|gettimeofday|timespec_get|ftime|getrusage|times|"
                      r"omp_get_wtime|omp_get_wtick|timer_create)$")

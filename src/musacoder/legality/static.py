@@ -566,7 +566,7 @@ _LINK_FLAG_OK = re.compile(r"^(?:|-fopenmp|-lgomp|-lm|-lpthread|-lcuda|-lcudart|
 _LINK_FLAG_VENDOR = re.compile(r"^-l(?:cublas|cublasLt|cudnn|cusparse|cufft|cusolver|curand|mublas|mudnn|musparse|mufft|"
                                r"musolver|hipblas|miopen|mkl_\w+|dnnl|openblas)$")
 # compile flags that reach beyond compiling the candidate's own source: linking, plugins, other files included
-_COMPILE_FLAG_FORBIDDEN = re.compile(r"-Wl,|-Xlinker|--linker-options|-fplugin|-specs\b|-include\b|-imacros|"
+_COMPILE_FLAG_FORBIDDEN = re.compile(r"-Wl,|-Xlinker|--linker-options|-fplugin|-specs\b|-include\b|-imacros|-trigraphs|"
                                      r"(?<![\w-])-l\S|(?<![\w-])-L\S|\.so\b|\.a\b|(?<![\w-])-B\S")
 
 
@@ -624,6 +624,9 @@ def _check_native_sources(native: str, allow_vendor_libs: bool) -> list[str]:
     """Native source may not spawn threads/processes, touch files, call back into Python, use side streams, bypass
     the dispatcher, change global state, or (strict policy) use vendor libraries."""
     v = []
+    # read as the compiler reads it: a backslash before a newline joins the lines first (`std::thr\⏎ead` is
+    # `std::thread`), so every name rule sees the joined text as well as the raw one
+    native = native + "\n" + re.sub(r"\\[ \t]*\r?\n", "", native)
     for pattern, what in NATIVE_FORBIDDEN:
         m = pattern.search(native)
         if m:
