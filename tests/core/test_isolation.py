@@ -404,8 +404,23 @@ ESCAPE_CASES = list(_KIT.ATTACKS)
 HOST_FILES = [Path(p) for p in _KIT.HOST_FILES]
 
 
-def test_every_escape_candidate_gets_past_the_static_rules():
-    """Otherwise its test would show the static rules at work, not the sandbox."""
+def token_pasting_waived(monkeypatch) -> None:
+    """Verdicts in this test as if the source rules allowed token pasting, which the escape kit uses to spell every
+    call they look for (the rules reject `##` itself since the sixth red-team round): the other rules stay on."""
+    import musacoder.judge.pipeline as pipeline
+    from musacoder.legality.static import check_static
+
+    def rules(*args, **kwargs):
+        got = check_static(*args, **kwargs)
+        got.violations = [x for x in got.violations if "token pasting" not in x]
+        return got
+
+    monkeypatch.setattr(pipeline, "check_static", rules)
+
+
+def test_every_escape_candidate_gets_past_the_static_rules_but_token_pasting():
+    """Otherwise its test would show the static rules at work, not the sandbox: the kit hides every call the rules
+    look for, and only its use of `##` is seen (waived in the tests that run it)."""
     from musacoder.legality.static import check_static
 
     for folder, backend in ((ESCAPES, "cpu"), (REPO / "tests" / "gpu" / "escapes", "cuda")):
@@ -413,7 +428,7 @@ def test_every_escape_candidate_gets_past_the_static_rules():
         assert names == sorted(ESCAPE_CASES), (folder, names)  # the generator's output, all of it
         for name in names:
             rep = check_static((folder / f"{name}.py").read_text(), backend)
-            assert rep.legal, (backend, name, rep.violations)
+            assert len(rep.violations) == 1 and "token pasting" in rep.violations[0], (backend, name, rep.violations)
 
 
 @pytest.mark.slow
@@ -422,6 +437,7 @@ def test_every_escape_candidate_gets_past_the_static_rules():
 def test_escape_candidate_is_contained(name, monkeypatch):
     from musacoder import VerifyConfig, verify
 
+    token_pasting_waived(monkeypatch)
     monkeypatch.setenv("MUSACODER_FSIZE_LIMIT", str(64 << 20))  # the huge file ends at 64 MiB, not at 4 GiB
     for p in HOST_FILES:
         p.unlink(missing_ok=True)
@@ -695,6 +711,7 @@ def test_the_harmless_escapes_do_escape_without_the_sandbox(name, monkeypatch):
     worker's file read), so their contained verdicts above show the sandbox at work, not an attack that never ran."""
     from musacoder import VerifyConfig, verify
 
+    token_pasting_waived(monkeypatch)
     monkeypatch.setenv("MUSACODER_SANDBOX", "0")
     for p in HOST_FILES:
         p.unlink(missing_ok=True)
@@ -842,12 +859,13 @@ def test_opening_a_cache_to_worker_uids_seals_what_was_built_before(tmp_path, mo
 
 
 @pytest.mark.slow
-def test_a_build_of_a_fallback_header_variant_is_loaded_from_the_cache():
+def test_a_build_of_a_fallback_header_variant_is_loaded_from_the_cache(monkeypatch):
     """The escape kit does not compile with the light headers (the first try) but with the next variant, whose library
     torch names `<name>_v1`: a second verification of it must load the cached library (a cache that looked for the
     plain name rebuilt it for every verification, 45 s each, once finished entries became read-only)."""
     from musacoder import VerifyConfig, verify
 
+    token_pasting_waived(monkeypatch)
     cfg = VerifyConfig(timeout_s=60.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
     code = (ESCAPES / "write_host_tmp.py").read_text()
     try:

@@ -362,9 +362,54 @@ def test_operators_on_sizes_are_plumbing():
     ("bool watched = at::hasCallbacks();", "profiler"),
     ("struct timespec ts; timespec_get(&ts, 1);", "time"),
     ("madvise(p, 1 << 20, 4);", "allocator"),
+    # names hidden from the rules (rounds six and seven): token pasting and its digraph, a line splice, asm labels,
+    # weakref attributes, namespace aliases; the Python C-API and pybind11's object API; registry setters
+    ("PyObject* m = PySys_GetObject(\"modules\");", "calls back into Python"),
+    ("pybind11::handle h(nullptr);", "calls back into Python"),
+    ("c10::SetCPUAllocator(nullptr, 255);", "allocators"),
+    ("int v = J(a, b);\n#define J(a, b) a##b", "token pasting"),
+    ("int v = J(a, b);\n#define J(a, b) a%:%:b", "token pasting"),
+    ("std::thr\\\nead t;", "spawns threads"),
+    ("} extern \"C\" int my_open(const char*, int) __asm__(\"op\" \"en\"); void g() {", "asm labels"),
+    ("} static int w() __attribute__((weakref(\"op\" \"en\"))); void g() {", "asm labels"),
+    ("} namespace q = pybind11; void g() {", "aliases a PyTorch or pybind11 namespace"),
 ])
 def test_native_sources_that_time_themselves_or_change_the_process_are_rejected(native, phrase):
     head = HEAD.replace("torch::Tensor f(torch::Tensor x) { return x; }",
                         "torch::Tensor f(torch::Tensor x) { " + native + " return x; }")
     got = check_static(head + _FWD, "cpu").violations
     assert any(phrase in v for v in got), got
+
+
+@pytest.mark.parametrize("native", [
+    'asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(v) : "l"(p));',  # PTX in device code stays allowed
+    'if (v > 0.f) asm("bar.sync 0;");',
+])
+def test_inline_asm_that_is_not_a_label_is_allowed(native):
+    head = HEAD.replace("torch::Tensor f(torch::Tensor x) { return x; }",
+                        "torch::Tensor f(torch::Tensor x) { float v = 0.f; const float* p = nullptr; " + native
+                        + " return x; }")
+    got = check_static(head + _FWD, "cpu").violations
+    assert not any("asm labels" in v for v in got), got
+
+
+@pytest.mark.parametrize("flags,phrase", [
+    ('extra_ldflags=["-L/opt/lib", "-l:libfoo.so"]', "the link flag '-L/opt/lib'"),
+    ('extra_ldflags=["-Wl,-rpath,/opt"]', "the link flag"),
+    ('extra_ldflags=LDFLAGS', "must be a list of plain strings"),
+    ('extra_cflags=["-fplugin=/tmp/p.so"]', "may not link, load plugins"),
+    ('extra_cflags=["-include", "/tmp/x.h"]', "may not link, load plugins"),
+])
+def test_build_flags_beyond_compiling_the_candidates_own_source_are_rejected(flags, phrase):
+    code = (HEAD + _FWD).replace("functions=[", flags + ", functions=[", 1)
+    assert flags in code, "the test's candidate has no load_inline(functions=...) to add flags to"
+    got = check_static("LDFLAGS = []\n" + code, "cpu").violations
+    assert any(phrase in v for v in got), got
+
+
+@pytest.mark.parametrize("flags", ['extra_ldflags=[""]', 'extra_ldflags=["-fopenmp"]', 'extra_ldflags=["-lcuda"]',
+                                   'extra_cflags=["-O3", "-march=native", "-DNDEBUG"]'])
+def test_ordinary_build_flags_are_allowed(flags):
+    code = (HEAD + _FWD).replace("functions=[", flags + ", functions=[", 1)
+    got = check_static(code, "cpu").violations
+    assert not any("flag" in v for v in got), got

@@ -1,5 +1,5 @@
 """The sandbox against CUDA candidates whose host code attacks the machine (tests/gpu/escapes/, written by
-tests/adversarial/make_escapes.py; the static rules let every one through). Whatever layers this host permits, each
+tests/adversarial/make_escapes.py; the static rules let every one through but for its token pasting, waived here). Whatever layers this host permits, each
 ends with a verdict, the verifier survives, no file appears outside the worker's folder and nothing the candidate
 started outlives its verdict; then a normal candidate is verified correctly. Skipped without a CUDA GPU."""
 
@@ -27,6 +27,20 @@ _KIT_SPEC.loader.exec_module(_KIT)
 CASES = list(_KIT.ATTACKS)  # the generator's attacks: every file it writes to tests/gpu/escapes/
 HOST_FILES = [Path(p) for p in _KIT.HOST_FILES]
 CFG = VerifyConfig(timeout_s=40.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
+
+
+def _token_pasting_waived(monkeypatch) -> None:
+    """The source rules as they are but for the token-pasting rule, which the escape kit trips by design (it spells
+    every call the other rules look for with `##`)."""
+    import musacoder.judge.pipeline as pipeline
+    from musacoder.legality.static import check_static
+
+    def rules(*args, **kwargs):
+        got = check_static(*args, **kwargs)
+        got.violations = [x for x in got.violations if "token pasting" not in x]
+        return got
+
+    monkeypatch.setattr(pipeline, "check_static", rules)
 
 
 def leftovers() -> list[str]:
@@ -73,6 +87,7 @@ def test_cuda_escape_is_contained(name, monkeypatch, entered_layers):
     for p in HOST_FILES:
         p.unlink(missing_ok=True)
     with _KIT.secret_for(name, isolation.workers_base()) as planted:
+        _token_pasting_waived(monkeypatch)
         v = verify(RELU, (HERE / "escapes" / f"{name}.py").read_text(), backend="cuda", config=CFG)
     assert v.status  # some verdict, and this process (the verifier) is still here to read it
     if planted:  # it crashes itself when it reads another worker's file or a verifier process's memory

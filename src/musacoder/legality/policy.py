@@ -133,8 +133,13 @@ NATIVE_FORBIDDEN = [
                 r"\btp_(?:call|dict|getattro|setattro|getattr|setattr|methods|base|mro|new|init|dealloc|as_\w+)\b"),
      "calls back into Python"),
     # token pasting and namespace aliases of pybind11 make names the rules above cannot read (`J(PyObject_, SetAttr…)`)
-    (re.compile(r"##|%:%:|\bnamespace\s+\w+\s*=\s*(?:::)?(?:pybind11|py|torch|at|c10)\b"),
-     "builds names by token pasting (##) or aliases a PyTorch or pybind11 namespace; write names out"),
+    # ... and so do asm labels and weakref/alias attributes, which give a declaration another symbol's name
+    # (`int f() __asm__("op" "en");`)
+    (re.compile(r"##|%:%:|\bnamespace\s+\w+\s*=\s*(?:::)?(?:pybind11|py|torch|at|c10)\b|"
+                r"\)\s*(?:__asm__|__asm|asm)\s*\(\s*\"[A-Za-z_$][\w$.@]*\"(?:\s*\"[\w$.@]*\")*\s*\)\s*[;,={]|"
+                r"\b(?:weakref|alias|symver)\s*\(\s*\""),
+     "builds names by token pasting (##), asm labels or weakref/alias attributes, or aliases a PyTorch or pybind11 "
+     "namespace; write names out"),
     (re.compile(r"cudaStreamCreate\w*|getStreamFromPool|setCurrentCUDAStream|cudaLaunchHostFunc|cudaStreamAddCallback|cudaGraph\w*|CUDAStreamGuard"), "uses side streams, graphs or host callbacks"),
     (re.compile(r"RecordFunction|profiler|\bkineto\b|cupti|hasCallbacks|hasGlobalCallbacks|hasThreadLocalCallbacks|"
                 r"ThreadLocalDebugInfo|DebugInfoKind|ThreadLocalState", re.I), "inspects the profiler"),
