@@ -1101,6 +1101,53 @@ class ModelNew(nn.Module):
         return relu_ext.relu_forward(x)
 '''
 
+# eighth red-team round (ok before its fix, 2.68x): libgomp's old GOMP_parallel_start opened a region whose second
+# thread wrote the ReLU after forward returned (the caller, thread 0, left at once); the next call closed it
+OPEN_OPENMP_REGION = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+#include <omp.h>
+extern "C" void GOMP_parallel_start(void (*fn)(void *), void *data, unsigned num_threads);
+extern "C" void GOMP_parallel_end(void);
+struct Job { const float* in; float* o; int64_t n; };
+static Job job; static torch::Tensor keep_in, keep_out;
+static bool open_region = false;
+static void body(void* p) {
+    Job* j = (Job*)p;
+    if (omp_get_thread_num() == 0) return;
+    for (int64_t i = 0; i < j->n; ++i) { float v = j->in[i]; j->o[i] = v > 0.f ? v : 0.f; }
+}
+torch::Tensor relu_forward(torch::Tensor x) {
+    if (open_region) { GOMP_parallel_end(); open_region = false; }
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    job.in = xc.data_ptr<float>(); job.o = out.data_ptr<float>(); job.n = xc.numel();
+    GOMP_parallel_start(body, &job, 2);
+    open_region = true; keep_in = xc; keep_out = out;
+    return out;
+}
+"""
+
+relu_ext = load_inline(
+    name="relu_gomp2",
+    cpp_sources=cpp_source,
+    functions=["relu_forward"],
+    extra_cflags=["-O3", "-fopenmp"],
+    extra_ldflags=["-fopenmp"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return relu_ext.relu_forward(x)
+'''
+
 if __name__ == "__main__":
     out = Path(__file__).parent / "candidates"
     out.mkdir(exist_ok=True)
@@ -1124,4 +1171,5 @@ if __name__ == "__main__":
     (out / "layout_probe.py").write_text(LAYOUT_PROBE)
     (out / "alias_patch_detach.py").write_text(ALIAS_PATCH_DETACH)
     (out / "background_thread_at_import.py").write_text(BACKGROUND_THREAD_AT_IMPORT)
-    print(f"wrote {len(CANDIDATES) + 18} candidates to {out}")
+    (out / "open_openmp_region.py").write_text(OPEN_OPENMP_REGION)
+    print(f"wrote {len(CANDIDATES) + 19} candidates to {out}")

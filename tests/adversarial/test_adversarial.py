@@ -65,6 +65,7 @@ CASES = [
     ("layout_probe", RELU, "illegal", "token pasting"),
     ("alias_patch_detach", MATMUL, "illegal", "sets an attribute of something other than self"),
     ("background_thread_at_import", RELU, "illegal", "spawns threads"),
+    ("open_openmp_region", RELU, "illegal", "OpenMP's runtime called directly"),
 ]
 
 CFG = VerifyConfig(timeout_s=25.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
@@ -290,6 +291,8 @@ def test_the_binary_rule_alone_rejects_the_fifth_round(monkeypatch):
         assert v.status == "illegal" and phrase in _text(v), (name, _text(v))
     v = verify(MATMUL, _foreign_blas_candidate(), backend="cpu", config=cfg)
     assert v.status == "illegal" and "loads the library libscipy_openblas64_" in _text(v), _text(v)
+    v = verify(RELU, (CANDS / "open_openmp_region.py").read_text(), backend="cpu", config=cfg)  # eighth round
+    assert v.status == "illegal" and "GOMP_parallel_start" in _text(v), _text(v)
 
 
 @pytest.mark.slow

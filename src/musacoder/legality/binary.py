@@ -119,7 +119,13 @@ _SCHEDULING = re.compile(r"^(sched_setaffinity|pthread_setaffinity_np|sched_sets
 _PROCESS_STATE = re.compile(r"^(environ|__environ|_environ|mallopt|malloc_trim|__malloc_hook|__free_hook|"
                             r"__realloc_hook|__memalign_hook|sigaction|signal|__sysv_signal|bsd_signal|sigaltstack|"
                             r"mprotect|pkey_mprotect|pthread_create|clone|clone3|thrd_create|madvise|posix_madvise|"
-                            r"mmap|mmap64|munmap|mremap|brk|sbrk|aio_\w+|lio_listio\w*|mq_notify)$")
+                            r"mmap|mmap64|munmap|mremap|brk|sbrk|aio_\w+|lio_listio\w*|mq_notify|"
+                            # libgomp's entry points that leave work running when the call returns: a region opened
+                            # with the old GOMP_parallel_start (its team wrote the output after the clock stopped),
+                            # tasks, target and teams regions; `#pragma omp parallel [for]` compiles to GOMP_parallel*,
+                            # which joins its team before returning
+                            r"GOMP_parallel_start|GOMP_parallel_end|GOMP_task\w*|GOMP_taskloop\w*|GOMP_target\w*|"
+                            r"GOMP_teams\w*|omp_fulfill_event)$")
 # clocks: a kernel that times itself can tell a watched (profiled) call from a timed one
 _CLOCKS = re.compile(r"^(clock_gettime|clock_getres|clock|time|gettimeofday|timespec_get|ftime|getrusage|times|"
                      r"omp_get_wtime|omp_get_wtick|timer_create)$")

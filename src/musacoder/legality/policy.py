@@ -161,8 +161,10 @@ NATIVE_FORBIDDEN = [
                 r"\b[Ss]et\w*Hooks?\b|\bRegister\w*Hooks?\b|REGISTER_\w*HOOKS|set_warning_handler|"
                 r"SetStorageImplCreate|C10_REGISTER_\w+"),
      "changes global PyTorch/OpenMP/CUDA state (threads, settings, allocators, hooks and handlers)"),
-    (re.compile(r"#\s*pragma\s+omp\s+(?:parallel\s+)?(?:task|single\s+nowait|master)\b|\bnowait\b|\.detach\s*\(\s*\)"),
-     "leaves work running after returning (omp task/nowait/detached threads)"),
+    (re.compile(r"#\s*pragma\s+omp\s+(?:parallel\s+)?(?:task|single\s+nowait|master)\b|\bnowait\b|\.detach\s*\(\s*\)|"
+                r"\bGOMP_\w+|\b__kmpc_\w+|omp_fulfill_event|#\s*pragma\s+omp\s+(?:target|teams)\b"),
+     "leaves work running after returning (omp task/nowait/target, detached threads, OpenMP's runtime called "
+     "directly)"),
     (re.compile(r"\bsleep\s*\(|usleep\s*\(|nanosleep|std::chrono|clock_gettime|gettimeofday|rdtsc|rdpmc|readcyclecounter|"
                 r"\bclock\s*\(|\btime\s*\(|getrusage|\btimes\s*\(|omp_get_wtime|omp_get_wtick|timespec_get|\bftime\b|"
                 r"clock_getres|timer_create"),
