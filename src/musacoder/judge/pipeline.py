@@ -793,31 +793,23 @@ class _Run:
             v.stages["timing"] = "error"
             v.error = "the candidate's worker returned no timed rounds"
             raise _Stop("crashed")
-        if self._memory_violations(rep.device_mem_peak):
-            v.violations += self._memory_violations(rep.device_mem_peak)
-            v.legal = False
-            v.stages["timing"] = "failed"
-            raise _Stop("illegal")
-        if rep.patched_rounds:
-            v.violations.append(f"the code the harness runs in the worker was changed as the candidate's call returned "
-                                f"in {len(rep.patched_rounds)} timed round(s): {', '.join(rep.patched)} (PyTorch's "
-                                "classes and functions, the verifier's own and the interpreter's hooks may not be "
-                                "patched)")
-            v.legal = False
-            v.stages["timing"] = "failed"
-            raise _Stop("illegal")
-        if rep.relaid_rounds:
-            v.violations.append(f"forward changed the shape, strides or storage of its inputs in "
-                                f"{len(rep.relaid_rounds)} timed round(s) (inputs are read-only)")
-            v.legal = False
-            v.stages["timing"] = "failed"
-            raise _Stop("illegal")
-        if rep.no_launch_rounds:
-            v.violations.append(f"the candidate's own kernels did not run in {len(rep.no_launch_rounds)} timed "
-                                "round(s) (cached or fallback results while timing)")
-            v.legal = False
-            v.stages["timing"] = "failed"
-            raise _Stop("illegal")
+        # the first of these that the timed rounds show makes the verdict illegal
+        for why in (self._memory_violations(rep.device_mem_peak),
+                    rep.patched_rounds and [
+                        f"the code the harness runs in the worker was changed as the candidate's call returned in "
+                        f"{len(rep.patched_rounds)} timed round(s): {', '.join(rep.patched)} (PyTorch's classes and "
+                        "functions, the verifier's own and the interpreter's hooks may not be patched)"],
+                    rep.relaid_rounds and [
+                        f"forward changed the shape, strides or storage of its inputs in {len(rep.relaid_rounds)} "
+                        "timed round(s) (inputs are read-only)"],
+                    rep.no_launch_rounds and [
+                        f"the candidate's own kernels did not run in {len(rep.no_launch_rounds)} timed round(s) "
+                        "(cached or fallback results while timing)"]):
+            if why:
+                v.violations += why
+                v.legal = False
+                v.stages["timing"] = "failed"
+                raise _Stop("illegal")
         # Re-check the audited rounds (secretly chosen profiled ones plus the final one) and the checked timed rounds
         # against the reference; the outputs were kept in the worker and are fetched with the device shared again.
         with self._stage("recheck", "shared"):

@@ -53,7 +53,7 @@ class Worker:
         self._exports: list = []  # exported over CUDA IPC, kept alive until the next request (`ipc.release`)
         self.release_memory = False  # give cached device blocks back after every request (large tasks; see `init`)
         self.channel: tuple[int, int] | None = None  # (from the trusted side, to it): for mid-request build requests
-        self._moved_at_return: set[str] = set()  # what `check_at_return` found changed as a candidate call returned
+        self._harness_moved: set[str] = set()  # what `check_harness` found changed since before candidate code
 
     # -- helpers -----------------------------------------------------------------------------------------------
     def _poison_allocator(self, inputs) -> None:
@@ -72,8 +72,7 @@ class Worker:
         return {"intra-op threads": torch.get_num_threads(), "inter-op threads": torch.get_num_interop_threads(),
                 "default dtype": str(torch.get_default_dtype()), "grad mode": torch.is_grad_enabled(),
                 "float32 matmul precision": torch.get_float32_matmul_precision(), **_scheduling(),
-                "environment": _environment(), "dispatcher": _dispatcher(torch), "allocators": _allocators(torch),
-                "harness": _harness(torch)}
+                "environment": _environment(), "dispatcher": _dispatcher(torch), "allocators": _allocators(torch)}
 
     def global_state_changes(self) -> list[str]:
         before = getattr(self, "_state0", None)
@@ -81,12 +80,13 @@ class Worker:
             return []
         now = self.global_state()
         out = [f"{k} changed from {before[k]} to {now[k]}" for k in before
-               if now[k] != before[k] and k not in ("environment", "dispatcher", "allocators", "harness")]
+               if now[k] != before[k] and k not in ("environment", "dispatcher", "allocators")]
         swapped = sorted(k for k, a in before.get("allocators", {}).items() if a and now.get("allocators", {}).get(k) != a)
         if swapped:
             out.append(f"PyTorch's {', '.join(swapped)} allocator was replaced (an allocator of the candidate's runs its "
                        "code inside every allocation of the harness and the reference)")
-        patched = sorted(set(_moved(before.get("harness", {}), now.get("harness", {}))) | set(self._moved_at_return))
+        self.check_harness()
+        patched = sorted(self._harness_moved)
         if patched:
             out.append(f"the code the harness runs in the worker was changed: {', '.join(patched[:5])} (PyTorch's "
                        "classes and functions, the verifier's own, the interpreter's hooks and mode stacks may not be "
@@ -340,13 +340,14 @@ class Worker:
         harness runs is checked as the call returns, before the harness touches anything the call could have
         patched (a patch that undoes itself when first used would be gone by the request's end)."""
         out = self.model(*args)
-        self.check_at_return()
+        self.check_harness()
         self.sync()
         return out
 
-    def check_at_return(self) -> bool:
-        """Compare what `_harness` watches with its snapshot before candidate code (about 0.2 ms: the live
-        namespaces are read back entry by entry); remember what moved. True when something did."""
+    def check_harness(self) -> bool:
+        """Compare what `_watched` names with its values before candidate code (about 0.2 ms: the live namespaces
+        are read back entry by entry); remember what moved. True when something did. Run as each candidate call
+        returns and at the end of every request (`global_state_changes`)."""
         watch = getattr(self, "_watch", None)
         if watch is None:
             return False
@@ -356,11 +357,11 @@ class Worker:
             now = get()
             if now != value:  # a changed hook or mode stack, or the names a class gained
                 moved += [f"{label}.{k}" for k in sorted(now - value)] if type(value) is frozenset else [label]
-        self._moved_at_return.update(moved)
+        self._harness_moved.update(moved)
         return bool(moved)
 
     def _arm_watch(self) -> None:
-        """The live namespaces and values behind `_harness`, for `check_at_return`."""
+        """What `_watched` names and its values now, before candidate code, for `check_harness`."""
         self._watch = _watched(self.torch)
 
     def _forward(self, args, profile: bool, seed: int | None = None, perturb: str | None = None):
@@ -488,7 +489,7 @@ class Worker:
         checked = {}
         no_launch: list[int] = []
         relaid: list[int] = []
-        patched: list[int] = []  # rounds whose call left what the harness runs changed (`check_at_return`)
+        patched: list[int] = []  # rounds whose call left what the harness runs changed (`check_harness`)
         cand_ms: list = []
         ref_ms: list[float] = []
         audit_out = {}
@@ -528,7 +529,7 @@ class Worker:
                     t_c, out = _guarded(timer.timed, self.model, args)
                 except CandidateError as e:
                     return _candidate_error(e.error, f"forward (timing round {r})")
-                if self.check_at_return():
+                if self.check_harness():
                     patched.append(r)
                 if self.launches() == launches0:
                     no_launch.append(r)
@@ -564,7 +565,7 @@ class Worker:
         return {"ok": True, "candidate_ms": trip.charge(cand_ms), "reference_ms": ref_ms, "audits": audit_out,
                 "checks": checked, "device_mem_peak": self.device_mem_peak(), "timer_overhead_ms": trip.ms(),
                 "no_launch_rounds": no_launch, "relaid_rounds": relaid, "final_round": final_round,
-                "patched_rounds": patched, "patched": sorted(self._moved_at_return)[:5]}
+                "patched_rounds": patched, "patched": sorted(self._harness_moved)[:5]}
 
     def op_take_outputs(self, msg):
         """The outputs kept from the last `time` request's audit and check rounds (those of `rounds`, default all),
@@ -736,7 +737,8 @@ def _watched(torch) -> tuple[list, list]:
     identity and (label, getter, value) entries compared by value: the functions and classes of the verifier's own
     modules in this worker (and the namespaces of its classes) and of the PyTorch modules it calls, the whole
     namespace of `torch.Tensor` and the other classes above, the interpreter's profile and trace hooks and PyTorch's
-    torch-function and dispatch mode stacks. Native code that reached the interpreter replaced the worker's clock
+    torch-function and dispatch mode stacks (a class's names as a frozenset, so one it gains shows as itself).
+    Native code that reached the interpreter replaced the worker's clock
     (`timing._perf_ns`), `Tensor.untyped_storage` (run by the layout check before the clock starts) and
     `Tensor.detach` (run when the harness reads an output), each doing the candidate's work where no clock or
     profiler saw it. Modules and names that appear later are not compared."""
@@ -777,34 +779,6 @@ def _watched(torch) -> tuple[list, list]:
                         spaces.extend((v.__dict__, a, f, f"{name}.{k}.{a}") for a, f in list(v.__dict__.items())
                                       if not a.startswith("__"))
     return spaces, calls
-
-
-def _harness(torch=None) -> dict:
-    """`_watched` as one snapshot (label -> value), compared with `_moved`."""
-    spaces, calls = _watched(torch)
-    out = {label: value for _, _, value, label in spaces}
-    out.update({label: _Count(value) if type(value) is int else value for label, _, value in calls})
-    return out
-
-
-class _Count(int):
-    """A mode stack's depth, compared by value where the rest of `_harness` compares by identity."""
-
-
-def _moved(before: dict, now: dict) -> list[str]:
-    """The entries of `before` (a `_harness` snapshot) that `now` no longer holds as they were."""
-    out = []
-    for k, a in before.items():
-        b = now.get(k)
-        if b is a or (type(a) is _Count and type(b) is _Count and int(a) == int(b)):
-            continue
-        if type(a) is frozenset and type(b) is frozenset:  # a class's names: those it gained
-            out += [f"{k}.{n}" for n in sorted(b - a)]
-            continue
-        if type(a) in (str, int, float, bool, type(None)) and type(b) is type(a) and a == b:
-            continue
-        out.append(k)
-    return out
 
 
 def _environment() -> list[str]:

@@ -163,26 +163,32 @@ class NotALibrary(ValueError):
     """The file is not a 64-bit little-endian ELF object this reader understands."""
 
 
-def undefined_symbols(path: Path) -> list[str]:
-    """The names a 64-bit ELF shared library or object file imports: the undefined symbols its section headers list
-    (`.dynsym` for a library, `.symtab` for an object file) and, for a library, those the dynamic loader binds through
-    its relocations (`_dynamic_view`). Raises `NotALibrary` for anything else, truncated or inconsistent files
-    included."""
+def _read(path: Path, *readers):
+    """Each reader's answer on the bytes of the 64-bit little-endian ELF file at `path`, read once. Raises
+    `NotALibrary` for anything else, truncated or inconsistent files included."""
     path = Path(path)
     if path.stat().st_size > MAX_LIBRARY_BYTES:
         raise NotALibrary(f"{path.name} is larger than {MAX_LIBRARY_BYTES >> 20} MB")
     data = path.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4:5] != b"\x02" or data[5:6] != b"\x01":
+        raise NotALibrary("not a 64-bit little-endian ELF file")
     try:
-        return _undefined(data)
+        return [read(data) for read in readers]
     except NotALibrary:
         raise
     except (struct.error, IndexError, ValueError) as e:  # a file made to be read wrong: refused, never a crash
         raise NotALibrary(f"{path.name}: malformed ELF ({e})") from None
 
 
+def undefined_symbols(path: Path) -> list[str]:
+    """The names a 64-bit ELF shared library or object file imports: the undefined symbols its section headers list
+    (`.dynsym` for a library, `.symtab` for an object file) and, for a library, those the dynamic loader binds through
+    its relocations (`_dynamic_view`). Raises `NotALibrary` for anything else, truncated or inconsistent files
+    included."""
+    return _read(path, _undefined)[0]
+
+
 def _undefined(data: bytes) -> list[str]:
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        raise NotALibrary("not a 64-bit little-endian ELF file")
     listed = _section_view(data)
     seen = set(listed)
     return listed + [s for s in dict.fromkeys(_dynamic_view(data) or []) if s not in seen]
@@ -275,28 +281,20 @@ def _dynamic_view(data: bytes) -> list[str] | None:
 def needed_libraries(path: Path) -> list[str]:
     """The shared libraries a library names for the dynamic loader to load with it (its `DT_NEEDED` entries). Empty
     for an object file. Raises `NotALibrary` like `undefined_symbols`."""
-    data = Path(path).read_bytes()
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        raise NotALibrary("not a 64-bit little-endian ELF file")
-    try:
-        seg = _dynamic_segment(data)
-        if seg is None:
-            return []
-        entries, at = seg
-        strtab = next((v for t, v in entries if t == 5), None)
-        strsz = next((v for t, v in entries if t == 10), 0)
-        if strtab is None or strsz <= 0:
-            return []
-        str_off = at(strtab, strsz)
-        out = []
-        for tag, val in entries:
-            if tag == 1:  # DT_NEEDED
-                out.append(_string(data, str_off, strsz, val))
-        return out
-    except NotALibrary:
-        raise
-    except (struct.error, IndexError, ValueError) as e:
-        raise NotALibrary(f"{Path(path).name}: malformed ELF ({e})") from None
+    return _read(path, _needed)[0]
+
+
+def _needed(data: bytes) -> list[str]:
+    seg = _dynamic_segment(data)
+    if seg is None:
+        return []
+    entries, at = seg
+    strtab = next((v for t, v in entries if t == 5), None)  # DT_STRTAB
+    strsz = next((v for t, v in entries if t == 10), 0)  # DT_STRSZ
+    if strtab is None or strsz <= 0:
+        return []
+    str_off = at(strtab, strsz)
+    return [_string(data, str_off, strsz, val) for tag, val in entries if tag == 1]  # DT_NEEDED
 
 
 def _section_view(data: bytes) -> list[str]:
@@ -463,11 +461,11 @@ def library_violations(path: Path, allow_vendor_libs: bool = False) -> list[str]
     """Each forbidden import of the library at `path`, as a message naming the library. A file that is not a library
     this reader understands is one violation; a file that cannot be read raises `OSError` (not the candidate's)."""
     try:
-        symbols = undefined_symbols(path)
+        symbols, needed = _read(path, _undefined, _needed)
     except NotALibrary as e:  # the build's bytes: the candidate's
         return [f"the extension library {Path(path).name} could not be inspected: {e}"]
     out = []
-    for lib in needed_libraries(path):
+    for lib in needed:
         if not (_ALLOWED_NEEDED.match(lib) or allow_vendor_libs and _VENDOR_LIBRARY.search(lib)):
             out.append(f"the built extension loads the library {lib}: only the C/C++ runtimes, OpenMP, PyTorch's own "
                        "libraries and the device runtime may be linked (a kernel of its own, not another library's)")
