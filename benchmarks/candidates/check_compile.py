@@ -161,8 +161,9 @@ def main() -> int:
     ap.add_argument("--lint-only", action="store_true")
     ap.add_argument("--isolate", action="store_true", help="on a failed batch, recompile its candidates one by one")
     ap.add_argument("--symbols", action="store_true",
-                    help="also judge each compiled batch's imports by MooreEval's binary rule "
-                         "(musacoder.legality.binary); implies --force")
+                    help="also judge each compiled batch by MooreEval's binary rule (its imports, "
+                         "musacoder.legality.binary) and machine-code rule (clock reads, "
+                         "musacoder.legality.machine_code); implies --force")
     args = ap.parse_args()
     files = args.files or sorted(glob.glob(os.path.join(HERE, "cuda", "level*", "*.py")))
     cache = {}
@@ -197,9 +198,12 @@ def main() -> int:
             if ok and args.symbols:
                 from musacoder.legality.binary import symbol_violation, undefined_symbols
 
+                from musacoder.legality.machine_code import library_clock_reads
+
                 bad = sorted({w for s in undefined_symbols(os.path.join(wd, "batch.cu.o"))
                               if (w := symbol_violation(s))})
-                print(f"  imports: {'none forbidden' if not bad else '; '.join(bad)}", flush=True)
+                bad += library_clock_reads(os.path.join(wd, "batch.cu.o"))  # clocks read in its GPU or CPU code
+                print(f"  imports and clock reads: {'none forbidden' if not bad else '; '.join(bad)}", flush=True)
                 if bad:
                     for p, *_ in batch:
                         failed[p] = "symbols (batch " + str(b // args.batch) + "): " + "; ".join(bad)

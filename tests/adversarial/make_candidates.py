@@ -330,6 +330,37 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return kit.relu_fwd(x.narrow(0, 0, 64))  # right only when batch_size == 64
 ''',
+    # a failing candidate would rather get no reward (`infra_error`) than a negative one: outputs that the verifier's
+    # own code fails to copy (a stride-0 view claiming a terabyte, a tuple type of its own) are the candidate's
+    "output_claims_a_terabyte": '''
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = kit.relu_fwd(x)
+        return out.reshape(-1).narrow(0, 0, 1).expand(2 ** 38)
+''',
+    "output_in_own_tuple_type": '''
+import collections
+
+Outputs = collections.namedtuple("Outputs", "y")
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return Outputs(kit.relu_fwd(x))
+''',
+    "output_claims_a_terabyte_while_timed": '''
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls = self.calls + 1
+        out = kit.relu_fwd(x)
+        if self.calls > 7:  # after the correctness trials
+            return out.reshape(-1).narrow(0, 0, 1).expand(2 ** 38)
+        return out
+''',
     "submodule_call": '''
 class ModelNew(nn.Module):
     def __init__(self):
@@ -541,9 +572,29 @@ torch::Tensor relu_fwd(torch::Tensor x) {
 void grow(torch::Tensor x) {
     if (x.dim() == 2) x.resize_({2, x.size(0), x.size(1)});
 }
+
+torch::Tensor mm(torch::Tensor a, torch::Tensor b) {
+    auto ac = a.contiguous(), bc = b.contiguous();
+    const int64_t n = ac.size(0), k = ac.size(1), m = bc.size(1);
+    auto out = torch::empty({n, m}, ac.options());
+    const float* pa = ac.data_ptr<float>();
+    const float* pb = bc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < m; ++j) {
+            float s = 0.f;
+            for (int64_t t = 0; t < k; ++t) s += pa[i * k + t] * pb[t * m + j];
+            o[i * m + j] = s;
+        }
+    return out;
+}
+
+void flatten_in_place(torch::Tensor x) {
+    x.resize_({x.numel()});
+}
 """
 
-ext = load_inline(name="input_grow", cpp_sources=src, functions=["relu_fwd", "grow"])
+ext = load_inline(name="input_grow", cpp_sources=src, functions=["relu_fwd", "grow", "mm", "flatten_in_place"])
 
 
 class ModelNew(nn.Module):
@@ -556,6 +607,21 @@ class ModelNew(nn.Module):
         out = ext.relu_fwd(x)
         if self.calls > 7:
             ext.grow(x)
+        return out
+'''
+
+# After the trials, flattens its first input in place while timed: the reference, timed on the same tensors next,
+# would raise in the verifier's code (an `infra_error`, no reward) if it ran.
+INPUT_BROKEN_FOR_THE_REFERENCE = INPUT_RESIZED_WHILE_TIMED.split("class ModelNew")[0] + '''class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, a, b):
+        self.calls = self.calls + 1
+        out = ext.mm(a, b)
+        if self.calls > 7:
+            ext.flatten_in_place(a)
         return out
 '''
 
@@ -1163,6 +1229,7 @@ if __name__ == "__main__":
     (out / "native_numpy_callback.py").write_text(NATIVE_NUMPY_CALLBACK)
     (out / "late_fallback.py").write_text(LATE_FALLBACK)
     (out / "input_resized_while_timed.py").write_text(INPUT_RESIZED_WHILE_TIMED)
+    (out / "input_broken_for_the_reference.py").write_text(INPUT_BROKEN_FOR_THE_REFERENCE)
     (out / "lazy_detach.py").write_text(LAZY_DETACH)
     (out / "bundled_sgemm.py").write_text(BUNDLED_SGEMM)
     (out / "lazy_allocator.py").write_text(LAZY_ALLOCATOR)
@@ -1172,4 +1239,4 @@ if __name__ == "__main__":
     (out / "alias_patch_detach.py").write_text(ALIAS_PATCH_DETACH)
     (out / "background_thread_at_import.py").write_text(BACKGROUND_THREAD_AT_IMPORT)
     (out / "open_openmp_region.py").write_text(OPEN_OPENMP_REGION)
-    print(f"wrote {len(CANDIDATES) + 19} candidates to {out}")
+    print(f"wrote {len(CANDIDATES) + 20} candidates to {out}")

@@ -66,6 +66,11 @@ CASES = [
     ("alias_patch_detach", MATMUL, "illegal", "sets an attribute of something other than self"),
     ("background_thread_at_import", RELU, "illegal", "spawns threads"),
     ("open_openmp_region", RELU, "illegal", "OpenMP's runtime called directly"),
+    # outputs or inputs that would make the verifier's own code fail (an `infra_error` carries no reward)
+    ("output_claims_a_terabyte", RELU, "incorrect", "shape [274877906944], expected"),
+    ("output_in_own_tuple_type", RELU, "incorrect", "forward returned type Outputs"),
+    ("output_claims_a_terabyte_while_timed", RELU, "incorrect", "expected one like"),
+    ("input_broken_for_the_reference", MATMUL, "illegal", "changed the shape, strides or storage of its inputs"),
 ]
 
 CFG = VerifyConfig(timeout_s=25.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
@@ -338,3 +343,70 @@ def test_a_thread_started_at_import_is_seen_by_the_binary_rule_and_at_run_time(m
     monkeypatch.setattr(binary, "library_violations", lambda *a, **k: [])
     v = verify(RELU, code, backend="cpu", config=cfg)
     assert v.status == "illegal" and "importing the candidate started 1 thread" in _text(v), _text(v)
+
+
+FORGED_REPLY = r'''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+src = r"""
+#include <torch/extension.h>
+#include <unistd.h>
+
+torch::Tensor relu_fwd(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] > 0.f ? in[i] : 0.f;
+    return out;
+}
+
+// writes `message` (hex) to every descriptor the worker has open: one of them is its reply pipe
+void post(const std::string& hex) {
+    std::string bytes;
+    for (size_t i = 0; i + 1 < hex.size(); i += 2) bytes.push_back((char)std::stoi(hex.substr(i, 2), nullptr, 16));
+    for (int fd = 3; fd < 256; ++fd) {
+        if (write(fd, bytes.data(), bytes.size()) < 0) {}
+    }
+}
+"""
+
+ext = load_inline(name="forged_reply", cpp_sources=src, functions=["relu_fwd", "post"])
+MESSAGE = "%s"
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        ext.post(MESSAGE)
+        return ext.relu_fwd(x)
+'''
+
+
+def _framed(msg: dict) -> str:
+    """`msg` as the worker's protocol frames it (what the candidate's native code writes ahead of the harness)."""
+    from musacoder.judge import protocol
+
+    r, w = os.pipe()
+    try:
+        protocol.send(w, msg)
+        os.close(w)
+        data = b""
+        while chunk := os.read(r, 1 << 16):
+            data += chunk
+    finally:
+        os.close(r)
+    return data.hex()
+
+
+@pytest.mark.slow
+def test_a_reply_forged_by_native_code_is_not_taken():
+    """A wrong candidate would rather end as `infra_error` (no reward) than `incorrect` (-1): its kernel writes a
+    well-formed `infra_error` reply to every descriptor of its worker, ahead of the harness's reply. Every request
+    carries a fresh key that its replies must echo (`sandbox.REPLY_KEY`); the forged message lacks it, so the
+    verification ends as `crashed`, which is charged."""
+    forged = {"ok": False, "kind": "infra_error", "error": "the verifier's own fault", "where": "trial", "oom": False}
+    cfg = CFG.model_copy(update={"time_candidate": False})
+    v = verify(RELU, FORGED_REPLY % _framed(forged), backend="cpu", config=cfg)
+    assert v.status == "crashed" and "without its request's key" in _text(v), _text(v)
+    assert v.reward == -1.0

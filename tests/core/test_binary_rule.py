@@ -96,6 +96,7 @@ def test_forbidden_imports(symbol, phrase):
     "_ZN3c104cuda20getCurrentCUDAStreamEa", "_ZN3c104cuda17getStreamFromPoolEba",  # emitted by CUDAGuard.h
     "_ZN3c104impl23ExcludeDispatchKeyGuardC1ENS_14DispatchKeySetE",  # emitted by torch/python.h
     "_ZN2at4cuda26getCurrentDevicePropertiesEv", "_ZN3c106detail14torchCheckFailEPKcS2_jS2_",
+    "cudaEventElapsedTime",  # CUDAGuardImpl::elapsedTime, emitted by CUDAGuard.h in every CUDA extension
     "GOMP_parallel", "omp_get_thread_num", "cudaLaunchKernel", "__cudaRegisterFunction", "cudaFuncSetAttribute",
     "PyObject_CallFunctionObjArgs", "PyEval_GetBuiltins", "memcpy", "expf",
 ])

@@ -113,3 +113,29 @@ def test_memory_reservation_is_held_until_the_worker_is_gone(monkeypatch, tmp_pa
     assert v.status == "ok", v.error
     assert seen and seen[0] == 1  # the worker closed while its reservation was still held
     assert DEVICE_SLOTS._holding.get("cpu", 0) == 0
+
+
+def test_a_candidates_exception_is_formatted_without_failing_the_harness():
+    """The worker formats what candidate code raised (into a `runtime_error`): a message of gigabytes is cut before
+    the traceback is built around it, and an exception whose message cannot be made still gives a text, not an
+    error in the harness (which would be the verifier's fault and carry no reward)."""
+    from musacoder.judge.worker import CandidateError, _is_oom, _trim_tb
+
+    def raise_(e):
+        raise e
+
+    try:
+        raise_(RuntimeError("x" * 10_000_000))
+    except RuntimeError as e:
+        text = _trim_tb(e)
+    assert len(text) <= 4001 and "RuntimeError: xxx" in text and "characters left out" in text and "raise_" in text
+
+    class Mute(Exception):
+        def __str__(self):
+            raise ValueError("no text")
+
+    e = Mute()
+    assert _trim_tb(e) == "test_a_candidates_exception_is_formatted_without_failing_the_harness.<locals>.Mute " \
+                          "(its message could not be formatted)"
+    assert _is_oom(e) is False
+    assert CandidateError(e).error is e

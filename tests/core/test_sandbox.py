@@ -443,3 +443,53 @@ def test_a_killed_verifier_leaves_no_worker_processes_or_folders(tmp_path):
         time.sleep(0.2)
     assert not [p for p, s in left.items() if _alive(p, s)], "processes outlived the killed verifier"
     assert not [p.name for p in base.iterdir() if p.name.startswith(ours)], "folders outlived the killed verifier"
+
+
+def test_a_timed_cuda_region_reads_the_clock_through_functions_bound_before_candidate_code(monkeypatch):
+    """After the candidate's call returns, `cuda_region` records, synchronises and reads its events through the C
+    methods `capture` bound before candidate code was imported. A patch of `torch.cuda.Event`'s Python methods or of
+    `torch.cuda.synchronize` (one that would undo itself before the worker checks what the harness runs, say) does
+    not reach the figures. A stand-in for torch's CUDA classes runs it here, without a GPU."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from musacoder.judge import timing
+
+    clock = iter(range(100))
+    calls = []
+
+    class EventBase:  # torch._C._CudaEventBase: the GPU timestamps
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self, stream):
+            calls.append(("record", stream))
+            self.t = float(next(clock))
+
+        def synchronize(self):
+            calls.append(("event_sync",))
+
+        def elapsed_time(self, end):
+            return end.t - self.t
+
+    class Event(EventBase):  # torch.cuda.Event: Python methods over the C ones
+        def record(self, stream=None):
+            super().record(stream or "current")
+
+    cuda = SimpleNamespace(Event=Event, _sleep=lambda cycles: calls.append(("spin", cycles)),
+                           synchronize=lambda: calls.append(("sync",)), current_stream=lambda: "current")
+    fake = SimpleNamespace(cuda=cuda, no_grad=contextlib.nullcontext,
+                           _C=SimpleNamespace(_CudaEventBase=EventBase, _cuda_synchronize=lambda: calls.append(("sync",))))
+    for name in ("_EVENT", "_SLEEP", "_CUDA"):
+        monkeypatch.setattr(timing, name, getattr(timing, name))
+    timing.capture(fake)
+
+    def forward():  # the candidate: returns, having replaced what the harness calls next
+        Event.elapsed_time = lambda self, end: 1e-6
+        Event.synchronize = lambda self: None
+        cuda.synchronize = lambda: None
+        return "out"
+
+    region, out = timing.cuda_region(fake, forward, ())
+    assert out == "out" and region == timing.Region(device_ms=2.0, stream_ms=1.0)
+    assert [c[0] for c in calls] == ["sync", "spin", "record", "record", "sync", "record", "event_sync"]

@@ -128,6 +128,8 @@ def test_forbidden_anywhere(snippet, phrase):
     ("system(\"ls\");", "processes"),
     ("FILE* f = fopen(\"/x\", \"w\");", "files"),
     ("cudaStreamCreate(&s);", "side streams"),
+    ("cudaEvent_t a; cudaEventCreate(&a); float ms; cudaEventElapsedTime(&ms, a, a);", "events"),
+    ("auto g = c10::impl::getDeviceGuardImpl(x.device().type()); g->elapsedTime(e0, e1, 0);", "events"),
     ("py::module_::import(\"torch\");", "Python"),
     ("#include <cublas_v2.h>", "vendor library"),
 ])
@@ -362,6 +364,11 @@ def test_operators_on_sizes_are_plumbing():
     ("bool watched = at::hasCallbacks();", "profiler"),
     ("struct timespec ts; timespec_get(&ts, 1);", "time"),
     ("madvise(p, 1 << 20, 4);", "allocator"),
+    # the device's and the CPU's own counters, in CUDA code or inline assembly
+    ("long long t = clock64();", "time"),
+    ("unsigned long long t; asm volatile(\"mov.u64 %0, %%global\" \"timer;\" : \"=l\"(t));", "GPU's clock"),
+    ("unsigned int c; asm volatile(\"mov.u32 %0, %%clock;\" : \"=r\"(c));", "GPU's clock"),
+    ("uint64_t v; asm volatile(\"mrs %0, cntvct_el0\" : \"=r\"(v));", "time"),
     # names hidden from the rules (rounds six and seven): token pasting and its digraph, a line splice, asm labels,
     # weakref attributes, namespace aliases; the Python C-API and pybind11's object API; registry setters
     ("PyObject* m = PySys_GetObject(\"modules\");", "calls back into Python"),

@@ -58,3 +58,29 @@ def test_valid_candidate_after_poisoned_context():
 def test_triton_on_gpu():
     v = verify(RELU, (REPO / "examples" / "candidates" / "relu_triton.py").read_text(), backend="triton", config=CFG)
     assert v.status == "ok", _text(v)
+
+
+def test_a_kernel_that_reads_the_gpu_clock_is_seen_in_its_compiled_code(monkeypatch):
+    """A clock in a kernel tells the profiled rounds from the timed ones. The source rules reject the register's name
+    even split into literals; with them off here, the trusted side still finds the read in the extension's SASS
+    (cuobjdump), and the worker finds it in the PTX of a Triton kernel whose asm string was built at import, which no
+    source rule can read."""
+    import musacoder.judge.pipeline as pipeline
+    from musacoder.legality.static import check_static
+
+    code = (HERE / "candidates" / "clock_in_kernel.py").read_text()
+    v = verify(RELU, code, backend="cuda", config=CFG)
+    assert v.status == "illegal" and "reads the GPU's clock" in _text(v), _text(v)
+
+    def no_static_violations(*args, **kwargs):
+        got = check_static(*args, **kwargs)
+        got.violations = []
+        return got
+
+    monkeypatch.setattr(pipeline, "check_static", no_static_violations)
+    v = verify(RELU, code, backend="cuda", config=CFG)
+    assert v.status == "illegal" and "SR_GLOBALTIMER" in _text(v), _text(v)
+    v = verify(RELU, (HERE / "candidates" / "triton_clock_built_at_import.py").read_text(), backend="triton",
+               config=CFG)
+    assert v.status == "illegal" and "Triton kernel relu_kernel reads the GPU's clock (%globaltimer)" in _text(v), \
+        _text(v)

@@ -103,6 +103,76 @@ def to_cpu(obj):
     return obj
 
 
+def output_spec(obj):
+    """What a reference returned, for a worker to check a candidate's outputs against before it touches them:
+    `["tensor", shape, dtype]` per tensor, `["seq", [spec, ...]]` per list or tuple, `["value", type name]` otherwise.
+    Shapes and dtypes only (nothing a candidate could not work out from the task)."""
+    if isinstance(obj, torch.Tensor):
+        return ["tensor", list(obj.shape), str(obj.dtype).removeprefix("torch.")]
+    if isinstance(obj, (list, tuple)):
+        return ["seq", [output_spec(x) for x in obj]]
+    return ["value", type(obj).__name__]
+
+
+# In timing rounds (inputs from other seeds than the spec's) a tensor may differ in shape from the spec, as a task
+# whose output shape depends on its values would, but not hold more than this many times its elements (plus 1 Mi):
+# enough for any honest output, and far from what a view of stride 0 can claim (a terabyte to copy).
+SHAPE_SLACK = 4
+
+
+def output_problem(out, spec=None, exact: bool = True, where: str = "output") -> str | None:
+    """Why a candidate's outputs `out` cannot be the reference's (`spec`, from `output_spec`), or None. Checked in the
+    worker before any copy: the outputs are objects of the candidate's making, and copying a view of stride 0 that
+    claims a terabyte, or rebuilding a tuple type of its own, would fail in the verifier's code, not the candidate's.
+    Always: only plain `torch.Tensor`s (no subclass, no meta or sparse tensor) and builtin lists and tuples. With a
+    spec: the same structure, dtypes and shapes (`exact`), or shapes of the same rank holding at most `SHAPE_SLACK`
+    times the elements (not `exact`: timing rounds, whose inputs are not the spec's)."""
+    if isinstance(out, torch.Tensor):
+        if type(out) is not torch.Tensor:
+            return f"forward returned a tensor subclass ({type(out).__name__}); return plain torch.Tensor outputs"
+        if out.is_meta:
+            return "forward returned a meta tensor (no data)"
+        if out.layout != torch.strided or out.is_quantized or out.is_nested:
+            return f"{where}: forward returned a {out.layout} tensor; return dense (strided) tensors"
+    elif isinstance(out, (list, tuple)) and type(out) not in (list, tuple):
+        return f"{where}: forward returned type {type(out).__name__}; return tensors, or a plain tuple or list of them"
+    if spec is None:
+        if isinstance(out, (list, tuple)):
+            return next((p for i, x in enumerate(out) if (p := output_problem(x, None, exact, f"{where}[{i}]"))), None)
+        return None
+    kind = spec[0] if isinstance(spec, (list, tuple)) and spec else None
+    if kind == "seq":
+        if type(out) not in (list, tuple) or len(out) != len(spec[1]):
+            return f"{where}: expected a sequence of {len(spec[1])} outputs, got {_kind(out)}"
+        return next((p for i, (x, s) in enumerate(zip(out, spec[1]))
+                     if (p := output_problem(x, s, exact, f"{where}[{i}]"))), None)
+    if kind == "tensor":
+        if not isinstance(out, torch.Tensor):
+            return f"{where}: expected a tensor, got {_kind(out)}"
+        shape, dtype = list(spec[1]), spec[2]
+        if str(out.dtype).removeprefix("torch.") != dtype:
+            return f"{where}: dtype {str(out.dtype).removeprefix('torch.')}, expected {dtype}"
+        if exact and list(out.shape) != shape:
+            return f"{where}: shape {list(out.shape)}, expected {shape}"
+        expected = 1
+        for n in shape:
+            expected *= n
+        if out.dim() != len(shape) or out.numel() > SHAPE_SLACK * expected + (1 << 20):
+            return f"{where}: shape {list(out.shape)}, expected one like {shape}"
+        return None
+    if isinstance(out, (torch.Tensor, list, tuple)):  # the reference returned a plain value here
+        return f"{where}: expected a {spec[1] if kind == 'value' else 'value'}, got {_kind(out)}"
+    return None
+
+
+def _kind(x) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"a tensor of shape {list(x.shape)}"
+    if isinstance(x, (list, tuple)):
+        return f"a {type(x).__name__} of {len(x)}"
+    return f"a {type(x).__name__}"
+
+
 def nbytes(obj) -> int:
     """Bytes held by the tensors in a (nested) list or tuple."""
     if isinstance(obj, torch.Tensor):

@@ -22,6 +22,7 @@ import math
 import os
 import random
 import statistics
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,7 +39,8 @@ from musacoder.judge.compare import (Precision, Yardstick, compare_outputs, floa
                                      round_mantissa, round_mantissa_, task_audit)
 from musacoder.judge.replies import (CallReport, Fault, InitReply, LoadReply, MalformedReply, OutputsReply, ProbeReply,
                                      TimeReply, TrialReply, parse)
-from musacoder.judge.inputs import make_init_inputs, make_inputs, nbytes, seed_for, seeded, to_cpu
+from musacoder.judge.inputs import (make_init_inputs, make_inputs, nbytes, output_spec, seed_for, seeded,
+                                    to_cpu)
 from musacoder.judge.sandbox import Sandbox, WorkerDied, WorkerStartFailed, WorkerTimeout
 from musacoder.judge.slots import (DEVICE_SLOTS, HOST_HOLD_BYTES, TRUSTED_FIXED, WORKER_FIXED, Footprint, GiB,
                                    footprint, memory_budget, memory_violations)
@@ -393,6 +395,7 @@ class _Run:
         build, from the worker's folder)."""
         from musacoder.build.cache import built_libraries, is_build_key
         from musacoder.legality.binary import library_violations
+        from musacoder.legality.machine_code import ToolMissing, library_clock_reads
 
         v = self.v
         ok = [b for b in builds if isinstance(b, dict) and b.get("ok") is not False]
@@ -413,11 +416,19 @@ class _Run:
                 libs.append(lib)
             else:
                 missing.append(lib.name)
+        uninspected = []
         for lib in libs:
             try:
                 bad += library_violations(lib, self.cfg.allow_vendor_libs)
             except OSError:  # unreadable here (gone with a cleared cache, say): the verifier's, so not held against it
                 missing.append(lib.name)
+                continue
+            try:
+                bad += library_clock_reads(lib)
+            except (ToolMissing, OSError, subprocess.SubprocessError) as e:
+                uninspected.append(f"{lib.name} ({str(e)[:160]})")
+        if uninspected:
+            v.flags.append(f"device code not read for clock reads: {'; '.join(uninspected)}")
         if missing:
             v.flags.append(f"binary rule not applied (no finished, readable library) to: {', '.join(missing)}")
         if bad:
@@ -519,7 +530,11 @@ class _Run:
         for i, perturb in enumerate(plan):
             seed = seed_for(self.master, 1 + label, i)
             perturb, ref_out, precision = self._reference_case(module, ref_model, seed, perturb, device)
-            reply = self._ask(sb, {"op": "trial", "seed": seed, "perturb": perturb, "profile": True, "ipc": self.ipc},
+            expect = output_spec(ref_out)
+            if label == 0:
+                self._expect = expect  # the timing rounds' outputs are held to it too (`output_problem`)
+            reply = self._ask(sb, {"op": "trial", "seed": seed, "perturb": perturb, "profile": True, "ipc": self.ipc,
+                                   "expect": expect},
                               max(1.0, deadline - time.monotonic()), TrialReply, "correctness")
             outputs = self._received(sb, reply.outputs)
             if i == 0 and label == 0:  # the task's own footprint sets the memory budget
@@ -633,6 +648,7 @@ class _Run:
         out += self._memory_violations(rep.device_mem_peak)
         out += python_compute_violations(rep.python_op_counts)
         out += [f"forward changed global state: {c}" for c in rep.global_state]
+        out += rep.device_clocks
         kernels = rep.device_kernels
         if self.device.startswith("cuda") and self.v.backend in ("cuda", "triton"):
             own = own_kernels(kernels, self.static.kernel_defs)
@@ -787,13 +803,10 @@ class _Run:
                                  "check_keep": cfg.rechecks, "check_key": self.rng.getrandbits(62),
                                  "late_audit_from": pool[-1] + 1 if pool else cfg.warmup, "late_audit_p": LATE_AUDIT_P,
                                  "late_audit_max": cfg.rechecks, "late_audit_key": self.rng.getrandbits(62),
-                                 "host_hold_bytes": HOST_HOLD_BYTES},
+                                 "host_hold_bytes": HOST_HOLD_BYTES, "expect": getattr(self, "_expect", None)},
                             cfg.timeout_s + cfg.time_budget_s * 2, TimeReply, "timing")
-        if not rep.candidate_ms or not rep.reference_ms:
-            v.stages["timing"] = "error"
-            v.error = "the candidate's worker returned no timed rounds"
-            raise _Stop("crashed")
-        # the first of these that the timed rounds show makes the verdict illegal
+        # the first of these that the timed rounds show makes the verdict illegal (a round that changed the
+        # harness's code or its inputs ends the timing there, before the reference runs)
         for why in (self._memory_violations(rep.device_mem_peak),
                     rep.patched_rounds and [
                         f"the code the harness runs in the worker was changed as the candidate's call returned in "
@@ -804,12 +817,17 @@ class _Run:
                         "timed round(s) (inputs are read-only)"],
                     rep.no_launch_rounds and [
                         f"the candidate's own kernels did not run in {len(rep.no_launch_rounds)} timed round(s) "
-                        "(cached or fallback results while timing)"]):
+                        "(cached or fallback results while timing)"],
+                    rep.device_clocks):
             if why:
                 v.violations += why
                 v.legal = False
                 v.stages["timing"] = "failed"
                 raise _Stop("illegal")
+        if not rep.candidate_ms or not rep.reference_ms:
+            v.stages["timing"] = "error"
+            v.error = "the candidate's worker returned no timed rounds"
+            raise _Stop("crashed")
         # Re-check the audited rounds (secretly chosen profiled ones plus the final one) and the checked timed rounds
         # against the reference; the outputs were kept in the worker and are fetched with the device shared again.
         with self._stage("recheck", "shared"):

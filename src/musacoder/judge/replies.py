@@ -51,6 +51,7 @@ class CallReport(_Reply):
     native_threads_added: int = 0
     output_type_error: str | None = None
     input_mutation: str | None = None
+    device_clocks: list[str] = []  # Triton kernels compiled so far that read a GPU clock
 
 
 class LoadReply(_Reply):
@@ -85,6 +86,7 @@ class TimeReply(_Reply):
     final_round: int | None = None
     patched_rounds: list[int] = []
     patched: list[str] = []
+    device_clocks: list[str] = []
 
 
 class OutputsReply(_Reply):

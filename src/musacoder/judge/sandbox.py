@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import secrets
 import select
 import shutil
 import subprocess
@@ -50,6 +51,13 @@ class WorkerStartFailed(Exception):
     def __init__(self, reason: str, log_tail: str = ""):
         super().__init__(reason)
         self.log_tail = log_tail
+
+
+# Every request carries a fresh random key and every message the worker sends during it (its reply, a build request)
+# must carry the same key. Candidate native code can write to the worker's reply pipe; a message it forges ahead of
+# the harness's (an `infra_error`, which carries no reward, or a timing reply of its own) does not know the key and
+# ends the verification as `crashed`.
+REPLY_KEY = "reply_key"
 
 
 class WorkerDied(Exception):
@@ -317,11 +325,12 @@ class Sandbox:
         """Send one request and wait for its reply, at most `timeout_s` seconds (the builds it asks for included)."""
         assert self.proc is not None
         deadline = time.monotonic() + timeout_s
+        key = secrets.randbits(62)  # each reply must carry it: a message written by candidate code cannot know it
         try:
-            protocol.send(self.to_worker, msg)
+            protocol.send(self.to_worker, {**msg, REPLY_KEY: key})
         except (BrokenPipeError, OSError):
             raise self._died() from None
-        reply = self._reply(timeout_s, msg.get("op"))
+        reply = self._reply(timeout_s, msg.get("op"), key)
         cache_dir = msg.get("cache_dir") or self.cache_dir
         builds = 0
         while isinstance(reply, dict) and "build_request" in reply:  # its candidate's load_inline: the broker
@@ -341,7 +350,7 @@ class Sandbox:
                 protocol.send(self.to_worker, answer)
             except (BrokenPipeError, OSError):
                 raise self._died() from None
-            reply = self._reply(max(0.0, deadline - time.monotonic()), msg.get("op"))
+            reply = self._reply(max(0.0, deadline - time.monotonic()), msg.get("op"), key)
         if msg.get("op") == "load" and not broker.enabled() and isinstance(reply, dict) \
                 and isinstance(reply.get("builds"), list):
             # it built into the cache itself (no broker): what it built is sealed before its candidate runs on, so
@@ -365,7 +374,8 @@ class Sandbox:
                 installer(builder.workdir / "stage", reply)
             return reply
 
-    def _reply(self, timeout_s: float, op) -> dict:
+    def _reply(self, timeout_s: float, op, key: int | None = None) -> dict:
+        """The worker's next message; with `key`, it must carry the key its request was sent with (`REPLY_KEY`)."""
         assert self.proc is not None
         deadline = time.monotonic() + timeout_s
         while True:
@@ -392,6 +402,9 @@ class Sandbox:
             raise WorkerDied(self.proc.poll(), f"unreadable reply from the worker: {e}") from None
         if not isinstance(reply, dict):
             raise WorkerDied(self.proc.poll(), "malformed reply from the worker")
+        if key is not None and reply.pop(REPLY_KEY, None) != key:
+            raise WorkerDied(self.proc.poll(), f"a reply to {op!r} without its request's key: written by code in the "
+                                               "worker, not by the verifier's harness")
         return reply
 
     def log_tail(self, n: int = 3000) -> str:

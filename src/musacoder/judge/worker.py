@@ -40,6 +40,9 @@ class Worker:
         import torch
 
         self.torch = torch
+        self.reply_key = None  # the current request's (sandbox.REPLY_KEY)
+        self.device_clocks: set[str] = set()  # Triton kernels that read a GPU clock (`_read_triton_kernel`)
+        self._kernels_read: set = set()
         self.model = None
         self.ref_model = None
         self.task_module = None
@@ -166,11 +169,30 @@ class Worker:
                 name = getattr(fn, "__name__", None) or getattr(self_, "__name__", "triton_kernel")
                 counts[name] = counts.get(name, 0) + 1
                 if not self.record.profiling:
-                    return _orig(self_, *args, **kw)
-                with torch.profiler.record_function(f"musacoder::triton::{name}"):
-                    return _orig(self_, *args, **kw)
+                    kernel = _orig(self_, *args, **kw)
+                else:
+                    with torch.profiler.record_function(f"musacoder::triton::{name}"):
+                        kernel = _orig(self_, *args, **kw)
+                self._read_triton_kernel(name, kernel)
+                return kernel
 
             cls.run = run
+
+    def _read_triton_kernel(self, name: str, kernel) -> None:
+        """Note a compiled Triton kernel that reads a GPU clock (`musacoder.legality.machine_code`), once per
+        compiled kernel; reported with every call and timing request (`device_clocks`)."""
+        key = getattr(kernel, "hash", None)
+        if key is None or key in self._kernels_read:
+            return
+        self._kernels_read.add(key)
+        from musacoder.legality.machine_code import ptx_clock_reads
+
+        asm = getattr(kernel, "asm", None)
+        ptx = asm.get("ptx") if isinstance(asm, dict) else None
+        regs = sorted({reg for _, reg in ptx_clock_reads(ptx)}) if isinstance(ptx, str) else []
+        if regs:
+            self.device_clocks.add(f"the Triton kernel {name} reads the GPU's clock ({', '.join(regs)}): a kernel that "
+                                   "times itself can tell the rounds the profiler watches from the timed ones")
 
     def _warm_device(self) -> None:
         """Create the CUDA context on the assigned GPU and start the profiler's CUDA tracing once, before any candidate
@@ -267,7 +289,7 @@ class Worker:
         from musacoder.judge import protocol
 
         fd_in, fd_out = self.channel
-        protocol.send(fd_out, {"build_request": request})
+        protocol.send(fd_out, {"build_request": request, "reply_key": self.reply_key})
         return protocol.recv(fd_in)
 
     def op_build(self, msg):
@@ -364,12 +386,14 @@ class Worker:
         """What `_watched` names and its values now, before candidate code, for `check_harness`."""
         self._watch = _watched(self.torch)
 
-    def _forward(self, args, profile: bool, seed: int | None = None, perturb: str | None = None):
+    def _forward(self, args, profile: bool, seed: int | None = None, perturb: str | None = None, expect=None,
+                 exact: bool = True):
         """One candidate call on `args` (the inputs made for this trial or round, never seen by anything else);
-        returns (outputs, report dict). Raises `CandidateError` for what the candidate's code raised; anything else
-        raised here is the harness's."""
+        returns (outputs, report dict), the outputs None where they are not what `expect` (the reference's
+        `output_spec`) allows. Raises `CandidateError` for what the candidate's code raised; anything else raised here
+        is the harness's."""
         torch = self.torch
-        from musacoder.judge.inputs import make_inputs
+        from musacoder.judge.inputs import make_inputs, output_problem
         from musacoder.legality.runtime import FORWARD_RANGE, analyse_events
 
         self.sync()
@@ -400,7 +424,8 @@ class Worker:
         report["global_state"] = self.global_state_changes()
         report["py_threads_added"] = _thread_count() - py_threads
         report["native_threads_added"] = _native_threads() - native_threads
-        bad = _non_plain(out)
+        report["device_clocks"] = sorted(self.device_clocks)
+        bad = output_problem(out, expect, exact)
         if bad:
             report["output_type_error"] = bad
             out = None
@@ -417,7 +442,7 @@ class Worker:
         self._poison_allocator(inputs)
         try:
             out, report = self._forward(inputs, profile=msg.get("profile", True), seed=msg["seed"],
-                                        perturb=msg["perturb"])
+                                        perturb=msg["perturb"], expect=msg.get("expect"))
         except CandidateError as e:
             return _candidate_error(e.error, "forward")
         del inputs
@@ -465,7 +490,7 @@ class Worker:
         Every timed round must call the candidate's own kernels (counted by the build hook).
         """
         torch = self.torch
-        from musacoder.judge.inputs import nbytes, seed_for
+        from musacoder.judge.inputs import nbytes, output_problem, seed_for
         from musacoder.judge.timing import RoundTrip, Timer, rel_sem
 
         master, n_sets = msg["master_seed"], msg["input_sets"]
@@ -473,6 +498,7 @@ class Worker:
         budget_ns = msg["budget_s"] * 1e9
         host_hold = msg.get("host_hold_bytes", 1 << 30)
         audits = set(msg["audit_rounds"])
+        expect = msg.get("expect")  # the reference's outputs in the trials (`output_spec`), shapes not binding here
         # late audits: after the pool the fixed ones are drawn from, each round is profiled with probability
         # `late_audit_p` (a secret key; at most `late_audit_max` of them), decided before the call, so a candidate
         # cannot count calls to be honest only in the rounds the profiler sees
@@ -514,7 +540,8 @@ class Worker:
             if audit_now:
                 timer.flush()  # the profiler's device time is taken from the L2 state the timed rounds start from
                 try:
-                    out, report = self._forward(args, profile=True, seed=seed_for(master, r))
+                    out, report = self._forward(args, profile=True, seed=seed_for(master, r), expect=expect,
+                                                exact=False)
                 except CandidateError as e:
                     return _candidate_error(e.error, f"forward (timing round {r})")
                 audit_out[r] = {"report": report}
@@ -535,6 +562,8 @@ class Worker:
                     no_launch.append(r)
                 if _layout(args) != layout0:  # the reference runs on these same tensors next
                     relaid.append(r)
+                if relaid[-1:] == [r] or patched[-1:] == [r]:
+                    break  # illegal already: nothing more runs on inputs or harness code the call changed
                 timed_rounds += 1
                 slot = len(kept) if len(kept) < keep_n else picker.randrange(timed_rounds)
                 if slot < keep_n:  # a timed round like any other: its output is kept only after the clock stopped
@@ -544,7 +573,7 @@ class Worker:
                         kept[slot] = r
                     else:
                         kept.append(r)
-                    bad = _non_plain(out)
+                    bad = output_problem(out, expect, exact=False)
                     checked[r] = {"report": {"output_type_error": bad} if bad else {}}
                     self._held[r] = None if bad else keep(out)
                 del out
@@ -565,7 +594,8 @@ class Worker:
         return {"ok": True, "candidate_ms": trip.charge(cand_ms), "reference_ms": ref_ms, "audits": audit_out,
                 "checks": checked, "device_mem_peak": self.device_mem_peak(), "timer_overhead_ms": trip.ms(),
                 "no_launch_rounds": no_launch, "relaid_rounds": relaid, "final_round": final_round,
-                "patched_rounds": patched, "patched": sorted(self._harness_moved)[:5]}
+                "patched_rounds": patched, "patched": sorted(self._harness_moved)[:5],
+                "device_clocks": sorted(self.device_clocks)}
 
     def op_take_outputs(self, msg):
         """The outputs kept from the last `time` request's audit and check rounds (those of `rounds`, default all),
@@ -666,7 +696,7 @@ class CandidateError(Exception):
     """What the candidate's own code raised (its forward, or a kernel fault seen at the synchronise after it)."""
 
     def __init__(self, error: BaseException):
-        super().__init__(str(error))
+        super().__init__(type(error).__qualname__)  # not str(error): the candidate's object, formatted by `_trim_tb`
         self.error = error
 
 
@@ -856,7 +886,10 @@ def _candidate_error(e: BaseException, where: str) -> dict:
 
 
 def _is_oom(e: BaseException) -> bool:
-    text = f"{type(e).__name__}: {e}"
+    try:
+        text = f"{type(e).__name__}: {str(e)[:4000]}"
+    except BaseException:  # noqa: BLE001 - a candidate's exception whose message cannot be made
+        return False
     return "OutOfMemoryError" in text or "out of memory" in text
 
 
@@ -909,24 +942,20 @@ def input_mutation(pristine: list, after: list) -> str | None:
     return None
 
 
-def _non_plain(out) -> str | None:
-    import torch
-
-    if isinstance(out, (list, tuple)):
-        for x in out:
-            bad = _non_plain(x)
-            if bad:
-                return bad
-        return None
-    if isinstance(out, torch.Tensor) and type(out) is not torch.Tensor:
-        return f"forward returned a tensor subclass ({type(out).__name__}); return plain torch.Tensor outputs"
-    if isinstance(out, torch.Tensor) and out.is_meta:
-        return "forward returned a meta tensor (no data)"
-    return None
-
-
 def _trim_tb(e: BaseException, limit: int = 4000) -> str:
-    text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    """The traceback of `e`, its last `limit` characters. `e` may be the candidate's: an exception with a message of
+    gigabytes, or one whose message cannot be made, must not make this harness code fail (that would be the verifier's
+    fault, which carries no reward), so a long message is cut before anything is formatted around it."""
+    try:
+        msg = str(e)
+        if len(msg) <= limit:
+            text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        else:
+            frames = "".join(traceback.format_tb(e.__traceback__))[-(limit // 2):]
+            text = f"Traceback (most recent call last):\n{frames}{type(e).__qualname__}: {msg[:limit // 5]} … " \
+                   f"[{len(msg) - 2 * (limit // 5)} characters left out] … {msg[-(limit // 5):]}"
+    except BaseException:  # noqa: BLE001 - whatever the object does when asked for its text
+        return f"{type(e).__qualname__} (its message could not be formatted)"
     return text if len(text) <= limit else "…" + text[-limit:]
 
 
@@ -972,6 +1001,7 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
         except protocol.ChannelClosed:
             return
         op = msg["op"]
+        worker.reply_key = msg.pop("reply_key", None)  # echoed in every message of this request (sandbox.REPLY_KEY)
         if worker._exports:  # the trusted side copied the last exports before sending this request
             from musacoder.judge import ipc as cuda_ipc
 
@@ -981,7 +1011,7 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
             except BaseException:  # noqa: BLE001 - a device the candidate broke: the next request reports it
                 worker._exports.clear()
         if op == "exit":
-            protocol.send(fd_out, {"ok": True})
+            protocol.send(fd_out, {"ok": True, "reply_key": worker.reply_key})
             return
         try:
             reply = getattr(worker, f"op_{op}")(msg)
@@ -992,7 +1022,7 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
             worker.give_back()
         except BaseException:  # noqa: BLE001 - a device the candidate broke: the reply says what happened
             pass
-        protocol.send(fd_out, reply)
+        protocol.send(fd_out, {**reply, "reply_key": worker.reply_key})
 
 
 if __name__ == "__main__":

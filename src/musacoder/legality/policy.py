@@ -88,6 +88,11 @@ TENSOR_PLUMBING = {
     "select", "narrow", "as_strided", "split", "chunk", "unbind", "movedim", "requires_grad_", "is_floating_point",
     "type_as", "broadcast_to", "storage", "untyped_storage", "data", "weight", "bias",
 }
+# A GPU clock named anywhere in the candidate: PTX's clock registers (Triton's `tl.inline_asm_elementwise` strings,
+# CUDA's inline `asm`), SASS's special registers, and Triton's `tl.extra.cuda.globaltimer` (an attribute by this name
+# on any receiver). The compiled code is read for the same registers (`musacoder.legality.machine_code`).
+DEVICE_CLOCK = re.compile(r"%(?:clock64|clock_hi|clock|globaltimer\w*)\b|\bSR_(?:CLOCK|GLOBALTIMER)\w*|globaltimer")
+DEVICE_CLOCK_ATTRS = {"globaltimer"}
 # Python builtins allowed as calls in the forward path.
 BUILTIN_CALLS = {
     "len", "range", "int", "float", "bool", "min", "max", "tuple", "list", "dict", "isinstance", "enumerate", "zip",
@@ -140,7 +145,10 @@ NATIVE_FORBIDDEN = [
                 r"\b(?:weakref|alias|symver)\s*\(\s*\""),
      "builds names by token pasting (##), asm labels or weakref/alias attributes, or aliases a PyTorch or pybind11 "
      "namespace; write names out"),
-    (re.compile(r"cudaStreamCreate\w*|getStreamFromPool|setCurrentCUDAStream|cudaLaunchHostFunc|cudaStreamAddCallback|cudaGraph\w*|CUDAStreamGuard"), "uses side streams, graphs or host callbacks"),
+    (re.compile(r"cudaStreamCreate\w*|getStreamFromPool|setCurrentCUDAStream|cudaLaunchHostFunc|cudaStreamAddCallback|cudaGraph\w*|CUDAStreamGuard|"
+                r"\bcu(?:da)?Event\w*|\bCUDAEvent\b|\bc10::Event\b|\belapsed_?[Tt]ime\b|getDeviceGuardImpl|"
+                r"VirtualGuardImpl|DeviceGuardImplInterface"),
+     "uses side streams, events (a timer between two points of a stream), graphs or host callbacks"),
     (re.compile(r"RecordFunction|profiler|\bkineto\b|cupti|hasCallbacks|hasGlobalCallbacks|hasThreadLocalCallbacks|"
                 r"ThreadLocalDebugInfo|DebugInfoKind|ThreadLocalState", re.I), "inspects the profiler"),
     (re.compile(r"accessPolicyWindow|PersistingL2|cudaStreamSetAttribute|cuStreamSetAttribute|cudaCtxResetPersisting|"
@@ -167,7 +175,9 @@ NATIVE_FORBIDDEN = [
      "directly)"),
     (re.compile(r"\bsleep\s*\(|usleep\s*\(|nanosleep|std::chrono|clock_gettime|gettimeofday|rdtsc|rdpmc|readcyclecounter|"
                 r"\bclock\s*\(|\btime\s*\(|getrusage|\btimes\s*\(|omp_get_wtime|omp_get_wtick|timespec_get|\bftime\b|"
-                r"clock_getres|timer_create"),
+                r"clock_getres|timer_create|"
+                # the GPU's clock64() and ARM's counters (PTX's clock registers, named in any string: DEVICE_CLOCK)
+                r"\bclock64\s*\(|\bcnt[vp]ct|__builtin_arm_rsr"),
      "reads or manipulates time (a kernel that times itself can tell a watched call from a timed one)"),
     (re.compile(r"\benviron\b|__environ"), "changes the environment"),
     (re.compile(r"\bmallopt\b|malloc_trim|__malloc_hook|__free_hook|__realloc_hook|__memalign_hook|madvise|MADV_|"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from musacoder import syntax
 from musacoder.legality import resolve as R
 from musacoder.legality.policy import (
-    ALLOWED_DUNDERS, ALLOWED_IMPORTS, ARRAY_EXITS, BUILTIN_CALLS, FRAME_ATTRS, CPP_EXTENSION_ALLOWED, ESCAPE_MODULE_NAMES, FORBIDDEN_ATTRS,
+    ALLOWED_DUNDERS, ALLOWED_IMPORTS, ARRAY_EXITS, BUILTIN_CALLS, DEVICE_CLOCK, DEVICE_CLOCK_ATTRS, FRAME_ATTRS, CPP_EXTENSION_ALLOWED, ESCAPE_MODULE_NAMES, FORBIDDEN_ATTRS,
     OS_ALLOWED, WARNINGS_ALLOWED, FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PREFIXES,
     NATIVE_FORBIDDEN, OPERATOR_MATMUL, PYTHON_METHODS, TENSOR_COMPUTE_FALLBACK, TENSOR_PLUMBING, THREAD_STREAM_NAMES,
     TORCH_PLUMBING, TORCH_SUBMODULE_PLUMBING, VENDOR_PATTERNS,
@@ -315,6 +315,11 @@ def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
                 v.append(f"line {node.lineno}: {why} (reached as {ast.unparse(node)})")
         if isinstance(node, ast.Attribute) and node.attr in FRAME_ATTRS:
             v.append(f"line {node.lineno}: .{node.attr} reaches interpreter frames or code objects; not allowed")
+        if isinstance(node, ast.Attribute) and node.attr in DEVICE_CLOCK_ATTRS or \
+                isinstance(node, ast.Constant) and isinstance(node.value, str) and DEVICE_CLOCK.search(node.value):
+            what = f".{node.attr}" if isinstance(node, ast.Attribute) else repr(DEVICE_CLOCK.search(node.value).group(0))
+            v.append(f"line {node.lineno}: {what} reads the GPU's clock (a kernel that times itself can tell the rounds "
+                     "the profiler watches from the timed ones); not allowed")
         if isinstance(node, ast.Name) and node.id in FORBIDDEN_BUILTINS:
             v.append(f"line {node.lineno}: use of {node.id!r} is not allowed")
         elif isinstance(node, ast.Attribute):
@@ -631,6 +636,12 @@ def _check_native_sources(native: str, allow_vendor_libs: bool) -> list[str]:
         m = pattern.search(native)
         if m:
             v.append(f"native source {what} ({m.group(0)!r}); kernels may not")
+    # adjacent string literals are one to the compiler (`"%%global" "timer"`); a clock named whole is reported by the
+    # rule on every string of the file
+    joined = re.sub(r"\"\s*\"", "", native)
+    if not DEVICE_CLOCK.search(native) and (m := DEVICE_CLOCK.search(joined)):
+        v.append(f"native source reads the GPU's clock ({m.group(0)!r}, in string literals split apart); kernels "
+                 "may not")
     if not allow_vendor_libs:
         m = VENDOR_PATTERNS.search(native)
         if m:
