@@ -171,7 +171,7 @@ def test_a_plain_triton_kernel_passes():
 
 
 def test_the_worker_notes_a_compiled_triton_kernel_that_reads_a_clock_once():
-    """The worker's Triton launch hook hands each compiled kernel to `_read_triton_kernel` (a GPU run shows it in
+    """The worker hands each kernel Triton compiles to `_read_triton_kernel` (a GPU run shows it in
     `tests/gpu`); here, kernels as Triton's `CompiledKernel` carries them: a hash and the PTX it compiled."""
     from types import SimpleNamespace
 
@@ -184,3 +184,15 @@ def test_the_worker_notes_a_compiled_triton_kernel_that_reads_a_clock_once():
         w._read_triton_kernel("k", kernel)
     assert len(w.device_clocks) == 1 and "Triton kernel k reads the GPU's clock (%globaltimer)" in w.device_clocks.pop()
     assert w._kernels_read == {"a1", "b2"}
+
+
+@pytest.mark.parametrize("line,phrase", [
+    ("CK = triton.compile(None)", "triton.compile is not allowed"),  # its kernels would launch past the launch hook
+    ("import triton.testing", "triton.testing"),  # do_bench: a clock
+    ("from triton.compiler import ASTSource", "triton.compiler"),
+    ("DEBUG = triton.knobs.runtime.debug", "triton.knobs"),  # process-wide settings, launch hooks among them
+])
+def test_tritons_compiler_timers_and_settings_are_off_limits(line, phrase):
+    code = _TRITON.replace("{extra}", "pass").replace("class ModelNew", line + "\n\n\nclass ModelNew")
+    got = check_static(code, "triton").violations
+    assert any(phrase in v for v in got), got

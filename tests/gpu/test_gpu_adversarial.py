@@ -64,7 +64,7 @@ def test_a_kernel_that_reads_the_gpu_clock_is_seen_in_its_compiled_code(monkeypa
     """A clock in a kernel tells the profiled rounds from the timed ones. The source rules reject the register's name
     even split into literals; with them off here, the trusted side still finds the read in the extension's SASS
     (cuobjdump), and the worker finds it in the PTX of a Triton kernel whose asm string was built at import, which no
-    source rule can read."""
+    source rule can read (read as Triton makes the compiled kernel)."""
     import musacoder.judge.pipeline as pipeline
     from musacoder.legality.static import check_static
 

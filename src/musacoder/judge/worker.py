@@ -169,27 +169,39 @@ class Worker:
                 name = getattr(fn, "__name__", None) or getattr(self_, "__name__", "triton_kernel")
                 counts[name] = counts.get(name, 0) + 1
                 if not self.record.profiling:
-                    kernel = _orig(self_, *args, **kw)
-                else:
-                    with torch.profiler.record_function(f"musacoder::triton::{name}"):
-                        kernel = _orig(self_, *args, **kw)
-                self._read_triton_kernel(name, kernel)
-                return kernel
+                    return _orig(self_, *args, **kw)
+                with torch.profiler.record_function(f"musacoder::triton::{name}"):
+                    return _orig(self_, *args, **kw)
 
             cls.run = run
+        try:  # every compiled kernel, however it was compiled or launched, has its PTX read
+            from triton.compiler.compiler import CompiledKernel
+        except Exception:  # noqa: BLE001 - a Triton without it: launches through JITFunction.run still count
+            return
+        init = CompiledKernel.__init__
+
+        def read_after_init(self_, *args, _init=init, **kw):
+            _init(self_, *args, **kw)
+            self._read_triton_kernel(getattr(self_, "name", "triton_kernel"), self_)
+
+        CompiledKernel.__init__ = read_after_init
 
     def _read_triton_kernel(self, name: str, kernel) -> None:
         """Note a compiled Triton kernel that reads a GPU clock (`musacoder.legality.machine_code`), once per
-        compiled kernel; reported with every call and timing request (`device_clocks`)."""
+        compiled kernel (called as Triton makes each `CompiledKernel`); reported with every call and timing request
+        (`device_clocks`)."""
         key = getattr(kernel, "hash", None)
         if key is None or key in self._kernels_read:
             return
         self._kernels_read.add(key)
         from musacoder.legality.machine_code import ptx_clock_reads
 
-        asm = getattr(kernel, "asm", None)
-        ptx = asm.get("ptx") if isinstance(asm, dict) else None
-        regs = sorted({reg for _, reg in ptx_clock_reads(ptx)}) if isinstance(ptx, str) else []
+        try:
+            asm = getattr(kernel, "asm", None)
+            ptx = asm.get("ptx") if isinstance(asm, dict) else None
+            regs = sorted({reg for _, reg in ptx_clock_reads(ptx)}) if isinstance(ptx, str) else []
+        except Exception:  # noqa: BLE001 - a kernel object of another Triton: nothing read, nothing held against it
+            regs = []
         if regs:
             self.device_clocks.add(f"the Triton kernel {name} reads the GPU's clock ({', '.join(regs)}): a kernel that "
                                    "times itself can tell the rounds the profiler watches from the timed ones")

@@ -13,7 +13,8 @@ string built at run time) still compiles to the same instructions, so the truste
   counter registers `cntvct_el0`, `cntpct_el0`, `pmccntr_el0` (AArch64), and calls of the GPU's event timer
   (`cudaEventElapsedTime`) from anywhere but the device guard's `elapsedTime` that `c10/cuda/CUDAGuard.h` emits in
   every CUDA extension (and calls of that method);
-- a Triton kernel: the PTX Triton compiled it to (`ptx_clock_reads`, run by the worker's launch hook).
+- a Triton kernel: the PTX Triton compiled it to (`ptx_clock_reads`, run by the worker as Triton makes each
+  compiled kernel).
 
 The other special registers (thread and block indices, lane masks) are not clocks and are not judged. Where a tool
 is missing the library is not read for that part, and the verdict says so in its flags.

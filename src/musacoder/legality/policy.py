@@ -19,6 +19,9 @@ FORBIDDEN_MODULE_PREFIXES = (
     # torch_musa (the musa backend) may only be imported to register the device and for its extension builder
     "torch_musa._", "torch_musa.core", "torch_musa.profiler", "torch_musa.distributed", "torch_musa.musa_graph",
     "torch_musa.utils.compare_tool", "torch_musa.utils.ext_loader", "torch.musa.graphs",
+    # Triton's compiler called directly (its kernels then launch past the worker's launch hook), its benchmarking
+    # timers, its profiler and its process-wide settings (launch hooks among them)
+    "triton.compiler", "triton.testing", "triton.profiler", "triton.knobs",
 )
 # Attributes of allowed modules that may never be referenced (introspection and escape hatches).
 FORBIDDEN_ATTRS = {
@@ -33,6 +36,7 @@ FORBIDDEN_ATTRS = {
 FORBIDDEN_ATTRS.update({
     # dynamic attribute access and evaluation of strings: getattr and eval under other names
     "operator": {"attrgetter", "methodcaller"},
+    "triton": {"compile", "compiler", "testing", "profiler", "knobs"},
     "typing": {"get_type_hints", "ForwardRef"},
     "typing_extensions": {"get_type_hints", "ForwardRef"},
 })
