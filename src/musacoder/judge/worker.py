@@ -165,6 +165,8 @@ class Worker:
             orig = cls.run
 
             def run(self_, *args, _orig=orig, **kw):
+                if kw.get("warmup"):  # `kernel.warmup(...)` compiles without launching: not a call of the kernel
+                    return _orig(self_, *args, **kw)
                 fn = getattr(self_, "fn", None)
                 name = getattr(fn, "__name__", None) or getattr(self_, "__name__", "triton_kernel")
                 counts[name] = counts.get(name, 0) + 1
