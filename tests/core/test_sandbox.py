@@ -493,3 +493,17 @@ def test_a_timed_cuda_region_reads_the_clock_through_functions_bound_before_cand
     region, out = timing.cuda_region(fake, forward, ())
     assert out == "out" and region == timing.Region(device_ms=2.0, stream_ms=1.0)
     assert [c[0] for c in calls] == ["sync", "spin", "record", "record", "sync", "record", "event_sync"]
+
+
+def test_a_worker_imports_nothing_from_its_own_folder(tmp_path):
+    """The worker's folder is where its candidate's native code can write; `python -m` puts the starting folder first
+    on the import path. A worker started there must not find a module planted in it before the real one (the
+    verifier's own later imports would run it)."""
+    (tmp_path / "statistics.py").write_text("raise SystemExit('planted module imported')\n")
+    code = ("import os, sys\nfrom musacoder.judge.worker import _drop_writable_import_paths\n"
+            "_drop_writable_import_paths()\nsys.modules.pop('statistics', None)\nimport statistics\n"
+            "print(statistics.__file__)\n")
+    got = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
+    assert got.returncode == 0, got.stderr
+    assert "planted" not in got.stdout + got.stderr and str(tmp_path) not in got.stdout

@@ -206,6 +206,9 @@ def serve(fd: int) -> None:
 
 def _serve(sock: socket.socket, folders: dict[int, str]) -> None:
     try:
+        from musacoder.judge.worker import _drop_writable_import_paths
+
+        _drop_writable_import_paths()  # its own folder (`python -m` put it first): the forked workers inherit the path
         _preload()
     except BaseException as e:  # noqa: BLE001
         _send(sock, {"ready": False, "error": f"{type(e).__name__}: {e}"})

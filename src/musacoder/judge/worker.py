@@ -973,12 +973,22 @@ def _trim_tb(e: BaseException, limit: int = 4000) -> str:
     return text if len(text) <= limit else "…" + text[-limit:]
 
 
+def _drop_writable_import_paths() -> None:
+    """Take the working directory off the import path (`python -m` put it first, and a forked worker's `""` means
+    it too): the candidate's folder, where its native code can write, must not hold a module that a later import of
+    the harness's would find first."""
+    here = os.path.realpath(os.getcwd())
+    sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != here]
+    sys.path_importer_cache.clear()
+
+
 def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
     """Serve one candidate over the protocol pipes (from argv, or given by the fork server's child)."""
     t0 = time.perf_counter()
     from musacoder.judge import isolation
 
     isolation.enter_worker()  # namespaces, read-only files, seccomp, limits: before any candidate code exists
+    _drop_writable_import_paths()
     if fd_in is None or fd_out is None:
         fd_in, fd_out = int(sys.argv[1]), int(sys.argv[2])
     os.dup2(2, 1)  # candidate prints go to the log, never into the protocol
