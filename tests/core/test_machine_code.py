@@ -196,3 +196,15 @@ def test_tritons_compiler_timers_and_settings_are_off_limits(line, phrase):
     code = _TRITON.replace("{extra}", "pass").replace("class ModelNew", line + "\n\n\nclass ModelNew")
     got = check_static(code, "triton").violations
     assert any(phrase in v for v in got), got
+
+
+@pytest.mark.skipif(OBJDUMP is None, reason="needs objdump")
+def test_a_library_too_large_to_read_in_time_is_the_candidates(tmp_path, monkeypatch):
+    """A library made so large that the tools time out on it does not pass unread."""
+    import musacoder.legality.machine_code as mc
+
+    src = tmp_path / "big.o"
+    src.write_bytes(Path(OBJDUMP).read_bytes())  # any ELF file: objdump reads it
+    monkeypatch.setattr(mc, "READ_TIMEOUT_S", 0.001)
+    got = library_clock_reads(src)
+    assert len(got) == 1 and "could not be read for clock reads within 0.001 s" in got[0], got
