@@ -977,7 +977,10 @@ def _drop_writable_import_paths() -> None:
     """Take the working directory off the import path (`python -m` put it first, and a forked worker's `""` means
     it too): the candidate's folder, where its native code can write, must not hold a module that a later import of
     the harness's would find first."""
-    here = os.path.realpath(os.getcwd())
+    try:
+        here = os.path.realpath(os.getcwd())
+    except OSError:  # no working directory at all: nothing there to import from
+        here = None
     sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != here]
     sys.path_importer_cache.clear()
 
