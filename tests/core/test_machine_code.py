@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -208,3 +209,26 @@ def test_a_library_too_large_to_read_in_time_is_the_candidates(tmp_path, monkeyp
     monkeypatch.setattr(mc, "READ_TIMEOUT_S", 0.001)
     got = library_clock_reads(src)
     assert len(got) == 1 and "could not be read for clock reads within 0.001 s" in got[0], got
+
+
+def test_the_workers_triton_hooks_are_watched():
+    """The hooks that count Triton launches and read each compiled kernel's PTX are part of what the worker checks
+    by identity as each candidate call returns: code that restored Triton's own `CompiledKernel.__init__` (so a clock
+    kernel compiled next went unread) is seen."""
+    pytest.importorskip("triton")
+    from triton.compiler.compiler import CompiledKernel
+    from triton.runtime.jit import JITFunction
+
+    from musacoder.judge.worker import Worker
+
+    saved = CompiledKernel.__init__, JITFunction.run
+    try:
+        w = Worker()
+        w.record, w.triton_launches = SimpleNamespace(profiling=False), {}
+        w._install_triton_hook()
+        w._arm_watch()
+        assert not w.check_harness()
+        CompiledKernel.__init__ = saved[0]
+        assert w.check_harness() and "triton.compiler.compiler.CompiledKernel.__init__" in w._harness_moved
+    finally:
+        CompiledKernel.__init__, JITFunction.run = saved

@@ -811,6 +811,11 @@ def _watched(torch) -> tuple[list, list]:
                     break
             if isinstance(cls, type):
                 space(cls.__dict__, f"torch.{dotted}", False)
+    for modname, clsname, attr in (("triton.runtime.jit", "JITFunction", "run"),
+                                   ("triton.compiler.compiler", "CompiledKernel", "__init__")):
+        cls = getattr(sys.modules.get(modname), clsname, None)  # the worker's Triton hooks, where installed
+        if isinstance(cls, type) and attr in cls.__dict__:
+            spaces.append((cls.__dict__, attr, cls.__dict__[attr], f"{modname}.{clsname}.{attr}"))
     for name, mod in list(sys.modules.items()):
         if name.startswith("musacoder.") or name in _WATCHED_MODULES:
             d = getattr(mod, "__dict__", {})
