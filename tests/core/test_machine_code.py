@@ -174,8 +174,6 @@ def test_a_plain_triton_kernel_passes():
 def test_the_worker_notes_a_compiled_triton_kernel_that_reads_a_clock_once():
     """The worker hands each kernel Triton compiles to `_read_triton_kernel` (a GPU run shows it in
     `tests/gpu`); here, kernels as Triton's `CompiledKernel` carries them: a hash and the PTX it compiled."""
-    from types import SimpleNamespace
-
     from musacoder.judge.worker import Worker
 
     w = Worker()
