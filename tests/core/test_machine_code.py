@@ -230,3 +230,12 @@ def test_the_workers_triton_hooks_are_watched():
         assert w.check_harness() and "triton.compiler.compiler.CompiledKernel.__init__" in w._harness_moved
     finally:
         CompiledKernel.__init__, JITFunction.run = saved
+
+
+def test_doctor_says_which_tools_read_the_machine_code(monkeypatch):
+    import musacoder.legality.machine_code as mc
+
+    assert mc.tools_report().startswith("machine-code rule (clock reads in built extensions): ")
+    monkeypatch.setattr(mc, "find_cuobjdump", lambda: None)
+    monkeypatch.setattr(mc.shutil, "which", lambda name: None)
+    assert "CPU code NOT read (no objdump" in mc.tools_report() and "GPU code NOT read" in mc.tools_report()

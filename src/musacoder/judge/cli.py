@@ -75,8 +75,10 @@ def register(app: typer.Typer) -> None:
     def doctor_cmd():
         """What this host allows the sandbox, and which isolation layers candidate workers will run in."""
         from musacoder.judge import isolation
+        from musacoder.legality.machine_code import tools_report
 
         typer.echo(isolation.doctor())
+        typer.echo(tools_report())
 
     @app.command("verify")
     def verify_cmd(

@@ -151,3 +151,12 @@ def library_clock_reads(path: Path, cuobjdump: str | None = None, objdump: str |
     if missing and not out:
         raise ToolMissing("no " + " or ".join(missing))
     return out
+
+
+def tools_report() -> str:
+    """Which tools this host has for the rule (for `musacoder doctor`): without them libraries go unread, flagged."""
+    objdump, cuobjdump = shutil.which("objdump"), find_cuobjdump()
+    cpu = f"CPU code read with {objdump}" if objdump else "CPU code NOT read (no objdump: install binutils)"
+    gpu = f"GPU code read with {cuobjdump}" if cuobjdump else \
+        "GPU code NOT read (no cuobjdump: the CUDA toolkit's, or Triton's)"
+    return f"machine-code rule (clock reads in built extensions): {cpu}; {gpu}"
