@@ -239,3 +239,4 @@ def test_doctor_says_which_tools_read_the_machine_code(monkeypatch):
     monkeypatch.setattr(mc, "find_cuobjdump", lambda: None)
     monkeypatch.setattr(mc.shutil, "which", lambda name: None)
     assert "CPU code NOT read (no objdump" in mc.tools_report() and "GPU code NOT read" in mc.tools_report()
+

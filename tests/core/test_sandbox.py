@@ -507,3 +507,28 @@ def test_a_worker_imports_nothing_from_its_own_folder(tmp_path):
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
     assert got.returncode == 0, got.stderr
     assert "planted" not in got.stdout + got.stderr and str(tmp_path) not in got.stdout
+
+
+def _instant_region(torch, fn, args, family="cuda"):
+    return None, fn(*args)
+
+
+def test_a_harness_function_whose_code_was_swapped_is_seen():
+    """The worker compares the verifier's own functions by identity as each candidate call returns; a function kept
+    in place with its code (or its defaults) swapped is seen too."""
+    from musacoder.judge import timing
+    from musacoder.judge.worker import Worker
+
+    w = Worker()
+    w._arm_watch()
+    assert not w.check_harness()
+    saved = timing.cuda_region.__code__, timing.Timer.timed.__defaults__
+    try:
+        timing.cuda_region.__code__ = _instant_region.__code__
+        assert w.check_harness() and "musacoder.judge.timing.cuda_region (its code or defaults)" in w._harness_moved
+        timing.cuda_region.__code__ = saved[0]
+        w._harness_moved.clear()
+        timing.Timer.timed.__defaults__ = (lambda: 0,)  # the host clock bound as a default argument
+        assert w.check_harness() and w._harness_moved == {"musacoder.judge.timing.Timer.timed (its code or defaults)"}
+    finally:
+        timing.cuda_region.__code__, timing.Timer.timed.__defaults__ = saved

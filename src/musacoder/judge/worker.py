@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 from pathlib import Path
 
 # Captured before candidate code exists in this process.
@@ -821,13 +822,22 @@ def _watched(torch) -> tuple[list, list]:
             d = getattr(mod, "__dict__", {})
             space(d, name, True)
             if name.startswith("musacoder."):
+                own = [(f"{name}.{k}", v) for k, v in list(d.items())]
                 for k, v in list(d.items()):  # its own classes' methods (pydantic records, which fill in their
                     # schema lazily, hold no harness logic)
                     if isinstance(v, type) and getattr(v, "__module__", None) == name \
                             and not hasattr(v, "model_fields"):
                         spaces.extend((v.__dict__, a, f, f"{name}.{k}.{a}") for a, f in list(v.__dict__.items())
                                       if not a.startswith("__"))
+                        own += [(f"{name}.{k}.{a}", f) for a, f in list(v.__dict__.items())]
+                # and the code and defaults inside its own functions (a function kept, its code swapped)
+                calls.extend((f"{label} (its code or defaults)", functools.partial(_code_of, f), _code_of(f))
+                             for label, f in own if isinstance(f, types.FunctionType) and f.__module__ == name)
     return spaces, calls
+
+
+def _code_of(f) -> tuple:
+    return f.__code__, f.__defaults__, f.__kwdefaults__
 
 
 def _environment() -> list[str]:
