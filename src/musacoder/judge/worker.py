@@ -780,11 +780,12 @@ _WATCHED_CLASSES = ("Tensor", "_C.TensorBase", "nn.Module", "no_grad", "enable_g
 def _watched(torch) -> tuple[list, list]:
     """What the harness runs around the candidate's calls, as (namespace, key, value, label) entries compared by
     identity and (label, getter, value) entries compared by value: the functions and classes of the verifier's own
-    modules in this worker (and the namespaces of its classes) and of the PyTorch modules it calls, the whole
-    namespace of `torch.Tensor` and the other classes above, the interpreter's profile and trace hooks and PyTorch's
-    torch-function and dispatch mode stacks (a class's names as a frozenset, so one it gains shows as itself).
-    Native code that reached the interpreter replaced the worker's clock
-    (`timing._perf_ns`), `Tensor.untyped_storage` (run by the layout check before the clock starts) and
+    modules in this worker (and the namespaces of its classes, and the code and defaults of its own functions) and of
+    the PyTorch modules it calls, the whole namespace of `torch.Tensor` and the other classes above, the worker's
+    Triton hooks, the interpreter's profile and trace hooks and PyTorch's torch-function and dispatch mode stacks (a
+    class's names as a frozenset, so one it gains shows as itself). Native code that reached the interpreter
+    replaced the worker's clock (`timing._perf_ns`), `Tensor.untyped_storage` (run by the layout check before the
+    clock starts) and
     `Tensor.detach` (run when the harness reads an output), each doing the candidate's work where no clock or
     profiler saw it. Modules and names that appear later are not compared."""
     spaces: list = []
