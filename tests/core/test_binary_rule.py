@@ -81,6 +81,8 @@ def test_nested_name(symbol, names):
     ("environ", "state of the process"),
     ("sigaction", "state of the process"),
     ("pthread_create", "state of the process"),
+    ("cuModuleLoadData", "loads code by name at run time"), ("cudaGetDriverEntryPoint", "loads code by name"),
+    ("cuGetProcAddress_v2", "loads code by name"), ("cudaLibraryLoadData", "loads code by name"),
 ])
 def test_forbidden_imports(symbol, phrase):
     why = symbol_violation(symbol)

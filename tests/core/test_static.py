@@ -129,6 +129,9 @@ def test_forbidden_anywhere(snippet, phrase):
     ("FILE* f = fopen(\"/x\", \"w\");", "files"),
     ("cudaStreamCreate(&s);", "side streams"),
     ("cudaEvent_t a; cudaEventCreate(&a); float ms; cudaEventElapsedTime(&ms, a, a);", "events"),
+    # GPU code loaded from a string at run time, and driver entry points looked up by name
+    ("CUmodule m; cuModuleLoadData(&m, ptx);", "loads code"),
+    ("void* f; cudaGetDriverEntryPoint(\"cuLaunchKernel\", &f, 0);", "loads code"),
     ("auto g = c10::impl::getDeviceGuardImpl(x.device().type()); g->elapsedTime(e0, e1, 0);", "events"),
     ("py::module_::import(\"torch\");", "Python"),
     ("#include <cublas_v2.h>", "vendor library"),

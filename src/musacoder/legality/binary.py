@@ -109,7 +109,12 @@ _PROFILER_NAME = re.compile(r"RecordFunction|ThreadLocalCallback|GlobalCallback|
                             r"disableCallback|reenableCallback|hasCallbacks|ThreadLocalDebugInfo|DebugInfoKind|"
                             r"kineto|cupti|profiler", re.I)
 # looking up or loading code by a name made at run time: the way round an import table
-_DYNAMIC_LOOKUP = re.compile(r"^(dlopen|dlmopen|dlsym|dlvsym|dlinfo|dl_iterate_phdr|dladdr1?|_r_debug)$")
+_DYNAMIC_LOOKUP = re.compile(r"^(dlopen|dlmopen|dlsym|dlvsym|dlinfo|dl_iterate_phdr|dladdr1?|_r_debug|"
+                             # ... and the GPU driver's own: its entry points by name, and GPU code loaded from memory
+                             # at run time (PTX in a string: kernels no source or machine-code rule reads)
+                             r"cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*|cuModuleLoad\w*|cuLibraryLoad\w*|"
+                             r"cudaLibraryLoad\w*|cuLinkCreate\w*|cuLinkAdd\w*|muModuleLoad\w*|musaLibraryLoad\w*|"
+                             r"muGetProcAddress\w*|musaGetDriverEntryPoint\w*)$")
 # the scheduling of the process the reference is timed in
 _SCHEDULING = re.compile(r"^(sched_setaffinity|pthread_setaffinity_np|sched_setscheduler|sched_setparam|"
                          r"pthread_setschedparam|setpriority|nice|setrlimit|prlimit64?|omp_set_num_threads|"

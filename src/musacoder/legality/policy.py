@@ -129,7 +129,9 @@ NATIVE_FORBIDDEN = [
     (re.compile(r"\bfopen\s*\(|std::[io]?fstream|\bopen\s*\(\s*\"|#\s*include\s*<fstream>|\bunlink\s*\(|\bremove\s*\(\s*\""), "touches files"),
     (re.compile(r"\bsocket\s*\(|\bconnect\s*\(|#\s*include\s*<sys/socket\.h>|\bsyscall\s*\(|\bptrace\b|\bmmap\s*\(|/proc/"), "uses sockets, syscalls or /proc"),
     (re.compile(r"\bdlopen\b|\bdlsym\b|\bdladdr\w*|LoadLibrary|\bsetenv\s*\(|\bputenv\s*\(|#\s*include\s*<(?:link|elf|dlfcn)\.h>|"
-                r"\bElfW\b|\bElf(?:32|64)_\w+|\blink_map\b|\b_r_debug\b|dl_iterate_phdr"),
+                r"\bElfW\b|\bElf(?:32|64)_\w+|\blink_map\b|\b_r_debug\b|dl_iterate_phdr|"
+                r"\bcu(?:da)?GetProcAddress\w*|\bcudaGetDriverEntryPoint\w*|\bcuModuleLoad\w*|\bcu(?:da)?LibraryLoad\w*|"
+                r"\bcuLink(?:Create|AddData|AddFile)\w*"),
      "loads code, looks up symbols by name or changes the environment"),
     # the Python C-API and pybind11's object API: a kernel has no use for the interpreter (PYBIND11_MODULE, m.def,
     # py::arg and py::call_guard stay allowed); through it native code reached the worker's clock and profiler state
