@@ -190,6 +190,7 @@ def test_the_worker_notes_a_compiled_triton_kernel_that_reads_a_clock_once():
     ("import triton.testing", "triton.testing"),  # do_bench: a clock
     ("from triton.compiler import ASTSource", "triton.compiler"),
     ("DEBUG = triton.knobs.runtime.debug", "triton.knobs"),  # process-wide settings, launch hooks among them
+    ("LOAD = triton.runtime.driver.active.utils.load_binary", "loads GPU code at run time"),  # a cubin from bytes
 ])
 def test_tritons_compiler_timers_and_settings_are_off_limits(line, phrase):
     code = _TRITON.replace("{extra}", "pass").replace("class ModelNew", line + "\n\n\nclass ModelNew")

@@ -97,6 +97,8 @@ TENSOR_PLUMBING = {
 # on any receiver). The compiled code is read for the same registers (`musacoder.legality.machine_code`).
 DEVICE_CLOCK = re.compile(r"%(?:clock64|clock_hi|clock|globaltimer\w*)\b|\bSR_(?:CLOCK|GLOBALTIMER)\w*|globaltimer")
 DEVICE_CLOCK_ATTRS = {"globaltimer"}
+# Loading GPU code from bytes at run time (Triton's driver utilities): kernels no source or machine-code rule reads.
+CODE_LOADING_ATTRS = {"load_binary", "launcher_cls"}
 # Python builtins allowed as calls in the forward path.
 BUILTIN_CALLS = {
     "len", "range", "int", "float", "bool", "min", "max", "tuple", "list", "dict", "isinstance", "enumerate", "zip",

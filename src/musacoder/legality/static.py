@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from musacoder import syntax
 from musacoder.legality import resolve as R
 from musacoder.legality.policy import (
-    ALLOWED_DUNDERS, ALLOWED_IMPORTS, ARRAY_EXITS, BUILTIN_CALLS, DEVICE_CLOCK, DEVICE_CLOCK_ATTRS, FRAME_ATTRS, CPP_EXTENSION_ALLOWED, ESCAPE_MODULE_NAMES, FORBIDDEN_ATTRS,
+    ALLOWED_DUNDERS, ALLOWED_IMPORTS, ARRAY_EXITS, BUILTIN_CALLS, CODE_LOADING_ATTRS, DEVICE_CLOCK, DEVICE_CLOCK_ATTRS,
+    FRAME_ATTRS, CPP_EXTENSION_ALLOWED, ESCAPE_MODULE_NAMES, FORBIDDEN_ATTRS,
     OS_ALLOWED, WARNINGS_ALLOWED, FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PREFIXES,
     NATIVE_FORBIDDEN, OPERATOR_MATMUL, PYTHON_METHODS, TENSOR_COMPUTE_FALLBACK, TENSOR_PLUMBING, THREAD_STREAM_NAMES,
     TORCH_PLUMBING, TORCH_SUBMODULE_PLUMBING, VENDOR_PATTERNS,
@@ -315,6 +316,9 @@ def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
                 v.append(f"line {node.lineno}: {why} (reached as {ast.unparse(node)})")
         if isinstance(node, ast.Attribute) and node.attr in FRAME_ATTRS:
             v.append(f"line {node.lineno}: .{node.attr} reaches interpreter frames or code objects; not allowed")
+        if isinstance(node, ast.Attribute) and node.attr in CODE_LOADING_ATTRS:
+            v.append(f"line {node.lineno}: .{node.attr} loads GPU code at run time, past every rule that reads a "
+                     "kernel; launch @triton.jit kernels or your extension's functions")
         if isinstance(node, ast.Attribute) and node.attr in DEVICE_CLOCK_ATTRS or \
                 isinstance(node, ast.Constant) and isinstance(node.value, str) and DEVICE_CLOCK.search(node.value):
             what = f".{node.attr}" if isinstance(node, ast.Attribute) else repr(DEVICE_CLOCK.search(node.value).group(0))
