@@ -403,7 +403,7 @@ def _framed(msg: dict) -> str:
 def test_a_reply_forged_by_native_code_is_not_taken():
     """A wrong candidate would rather end as `infra_error` (no reward) than `incorrect` (-1): its kernel writes a
     well-formed `infra_error` reply to every descriptor of its worker, ahead of the harness's reply. Every request
-    carries a fresh key that its replies must echo (`sandbox.REPLY_KEY`); the forged message lacks it, so the
+    carries a fresh key that its replies must echo (`protocol.REPLY_KEY`); the forged message lacks it, so the
     verification ends as `crashed`, which is charged."""
     forged = {"ok": False, "kind": "infra_error", "error": "the verifier's own fault", "where": "trial", "oom": False}
     cfg = CFG.model_copy(update={"time_candidate": False})

@@ -428,7 +428,7 @@ class _Run:
             except (ToolMissing, OSError, subprocess.SubprocessError) as e:
                 uninspected.append(f"{lib.name} ({str(e)[:160]})")
         if uninspected:
-            v.flags.append(f"device code not read for clock reads: {'; '.join(uninspected)}")
+            v.flags.append(f"machine code not read for clock reads: {'; '.join(uninspected)}")
         if missing:
             v.flags.append(f"binary rule not applied (no finished, readable library) to: {', '.join(missing)}")
         if bad:

@@ -30,6 +30,11 @@ _HEADER = struct.Struct("<Q")
 MAX_MESSAGE = 64 << 30  # all of a message, its raw tensors included
 MAX_HEADER = 256 << 20  # the header alone (tensors normally travel raw, after it)
 TENSOR_KEY = "__musacoder_tensor__"
+# Every request carries a fresh random key under this name, and every message the worker sends during it (its reply,
+# a build request) must carry the same key. Candidate native code can write to the worker's reply pipe; a message it
+# forges ahead of the harness's (an `infra_error`, which carries no reward, or a timing reply of its own) does not
+# know the key, and the trusted side ends the verification as `crashed` (`sandbox.Sandbox.request`).
+REPLY_KEY = "reply_key"
 
 
 class ChannelClosed(EOFError):

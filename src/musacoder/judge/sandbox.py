@@ -53,13 +53,6 @@ class WorkerStartFailed(Exception):
         self.log_tail = log_tail
 
 
-# Every request carries a fresh random key and every message the worker sends during it (its reply, a build request)
-# must carry the same key. Candidate native code can write to the worker's reply pipe; a message it forges ahead of
-# the harness's (an `infra_error`, which carries no reward, or a timing reply of its own) does not know the key and
-# ends the verification as `crashed`.
-REPLY_KEY = "reply_key"
-
-
 class WorkerDied(Exception):
     def __init__(self, returncode: int | None, log_tail: str, oom_killed: bool = False):
         super().__init__(f"worker exited with {returncode}")
@@ -327,7 +320,7 @@ class Sandbox:
         deadline = time.monotonic() + timeout_s
         key = secrets.randbits(62)  # each reply must carry it: a message written by candidate code cannot know it
         try:
-            protocol.send(self.to_worker, {**msg, REPLY_KEY: key})
+            protocol.send(self.to_worker, {**msg, protocol.REPLY_KEY: key})
         except (BrokenPipeError, OSError):
             raise self._died() from None
         reply = self._reply(timeout_s, msg.get("op"), key)
@@ -375,7 +368,8 @@ class Sandbox:
             return reply
 
     def _reply(self, timeout_s: float, op, key: int | None = None) -> dict:
-        """The worker's next message; with `key`, it must carry the key its request was sent with (`REPLY_KEY`)."""
+        """The worker's next message; with `key`, it must carry the key its request was sent with
+        (`protocol.REPLY_KEY`)."""
         assert self.proc is not None
         deadline = time.monotonic() + timeout_s
         while True:
@@ -402,7 +396,7 @@ class Sandbox:
             raise WorkerDied(self.proc.poll(), f"unreadable reply from the worker: {e}") from None
         if not isinstance(reply, dict):
             raise WorkerDied(self.proc.poll(), "malformed reply from the worker")
-        if key is not None and reply.pop(REPLY_KEY, None) != key:
+        if key is not None and reply.pop(protocol.REPLY_KEY, None) != key:
             raise WorkerDied(self.proc.poll(), f"a reply to {op!r} without its request's key: written by code in the "
                                                "worker, not by the verifier's harness")
         return reply

@@ -41,7 +41,7 @@ class Worker:
         import torch
 
         self.torch = torch
-        self.reply_key = None  # the current request's (sandbox.REPLY_KEY)
+        self.reply_key = None  # the current request's (protocol.REPLY_KEY)
         self.device_clocks: set[str] = set()  # Triton kernels that read a GPU clock (`_read_triton_kernel`)
         self._kernels_read: set = set()
         self.model = None
@@ -304,7 +304,7 @@ class Worker:
         from musacoder.judge import protocol
 
         fd_in, fd_out = self.channel
-        protocol.send(fd_out, {"build_request": request, "reply_key": self.reply_key})
+        protocol.send(fd_out, {"build_request": request, protocol.REPLY_KEY: self.reply_key})
         return protocol.recv(fd_in)
 
     def op_build(self, msg):
@@ -1044,7 +1044,7 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
         except protocol.ChannelClosed:
             return
         op = msg["op"]
-        worker.reply_key = msg.pop("reply_key", None)  # echoed in every message of this request (sandbox.REPLY_KEY)
+        worker.reply_key = msg.pop(protocol.REPLY_KEY, None)  # echoed in every message of this request
         if worker._exports:  # the trusted side copied the last exports before sending this request
             from musacoder.judge import ipc as cuda_ipc
 
@@ -1054,7 +1054,7 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
             except BaseException:  # noqa: BLE001 - a device the candidate broke: the next request reports it
                 worker._exports.clear()
         if op == "exit":
-            protocol.send(fd_out, {"ok": True, "reply_key": worker.reply_key})
+            protocol.send(fd_out, {"ok": True, protocol.REPLY_KEY: worker.reply_key})
             return
         try:
             reply = getattr(worker, f"op_{op}")(msg)
@@ -1065,7 +1065,7 @@ def main(fd_in: int | None = None, fd_out: int | None = None) -> None:
             worker.give_back()
         except BaseException:  # noqa: BLE001 - a device the candidate broke: the reply says what happened
             pass
-        protocol.send(fd_out, {**reply, "reply_key": worker.reply_key})
+        protocol.send(fd_out, {**reply, protocol.REPLY_KEY: worker.reply_key})
 
 
 if __name__ == "__main__":
