@@ -390,9 +390,11 @@ class _Run:
         self._run_stages(sb, module, device)
 
     def _check_binaries(self, sb: Sandbox, builds: list[dict]) -> None:
-        """The binary rule (`musacoder.legality.binary`) on every ELF file of the builds the candidate loaded: those
+        """The binary rule (`musacoder.legality.binary`: imports and linked libraries) and the machine-code rule
+        (`musacoder.legality.machine_code`: clock reads) on every ELF file of the builds the candidate loaded: those
         its worker reports and those the build broker built for it, read here from the cache (or, for a private
-        build, from the worker's folder)."""
+        build, from the worker's folder). A library a tool could not read is flagged, not held against the
+        candidate."""
         from musacoder.build.cache import built_libraries, is_build_key
         from musacoder.legality.binary import library_violations
         from musacoder.legality.machine_code import ToolMissing, library_clock_reads
