@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import threading
 
 import torch
@@ -155,9 +156,7 @@ def output_problem(out, spec=None, exact: bool = True, where: str = "output") ->
             return f"{where}: dtype {str(out.dtype).removeprefix('torch.')}, expected {dtype}"
         if exact and list(out.shape) != shape:
             return f"{where}: shape {list(out.shape)}, expected {shape}"
-        expected = 1
-        for n in shape:
-            expected *= n
+        expected = math.prod(shape)
         if out.dim() != len(shape) or out.numel() > expected + expected // SHAPE_SLACK + (1 << 20):
             return f"{where}: shape {list(out.shape)}, expected one like {shape}"
         return None

@@ -116,13 +116,13 @@ def _host_clock_reads(path: str, _mtime_ns: int, _size: int, tool: str) -> tuple
     return tuple(dict.fromkeys(found))
 
 
-def _messages(path: Path, reads, what: str) -> list[str]:
+def _messages(path: Path, reads, what: str, clock: str) -> list[str]:
     by_function: dict[str, list[str]] = {}
     for function, reg in reads:
         by_function.setdefault(function, []).append(reg)
-    return [f"{what} {function} in {path.name} reads the {'GPU' if what == 'the kernel' else 'CPU'}'s clock "
-            f"({', '.join(dict.fromkeys(regs))}): code that times itself can tell the rounds the profiler watches "
-            "from the timed ones" for function, regs in by_function.items()]
+    return [f"{what} {function} in {path.name} reads the {clock}'s clock ({', '.join(dict.fromkeys(regs))}): code "
+            "that times itself can tell the rounds the profiler watches from the timed ones"
+            for function, regs in by_function.items()]
 
 
 def library_clock_reads(path: Path, cuobjdump: str | None = None, objdump: str | None = None) -> list[str]:
@@ -137,14 +137,15 @@ def library_clock_reads(path: Path, cuobjdump: str | None = None, objdump: str |
         if objdump is None:
             missing.append("objdump (binutils), for the CPU code")
         else:
-            out += _messages(path, _host_clock_reads(str(path), st.st_mtime_ns, st.st_size, objdump), "the function")
+            out += _messages(path, _host_clock_reads(str(path), st.st_mtime_ns, st.st_size, objdump), "the function",
+                             "CPU")
         if has_device_code(path):
             cuobjdump = cuobjdump or find_cuobjdump()
             if cuobjdump is None:
                 missing.append("cuobjdump (CUDA toolkit or Triton), for the GPU code")
             else:
                 out += _messages(path, _library_clock_reads(str(path), st.st_mtime_ns, st.st_size, cuobjdump),
-                                 "the kernel")
+                                 "the kernel", "GPU")
     except subprocess.TimeoutExpired:  # a library a kernel does not need (an honest one reads in a second or two)
         return [f"the built extension {path.name} ({st.st_size >> 20} MB) could not be read for clock reads within "
                 f"{READ_TIMEOUT_S} s; a kernel's library is far smaller"]

@@ -319,11 +319,14 @@ def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
         if isinstance(node, ast.Attribute) and node.attr in CODE_LOADING_ATTRS:
             v.append(f"line {node.lineno}: .{node.attr} loads GPU code at run time, past every rule that reads a "
                      "kernel; launch @triton.jit kernels or your extension's functions")
-        if isinstance(node, ast.Attribute) and node.attr in DEVICE_CLOCK_ATTRS or \
-                isinstance(node, ast.Constant) and isinstance(node.value, str) and DEVICE_CLOCK.search(node.value):
-            what = f".{node.attr}" if isinstance(node, ast.Attribute) else repr(DEVICE_CLOCK.search(node.value).group(0))
-            v.append(f"line {node.lineno}: {what} reads the GPU's clock (a kernel that times itself can tell the rounds "
-                     "the profiler watches from the timed ones); not allowed")
+        clock = None
+        if isinstance(node, ast.Attribute) and node.attr in DEVICE_CLOCK_ATTRS:
+            clock = f".{node.attr}"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := DEVICE_CLOCK.search(node.value)):
+            clock = repr(m.group(0))
+        if clock:
+            v.append(f"line {node.lineno}: {clock} reads the GPU's clock (a kernel that times itself can tell the "
+                     "rounds the profiler watches from the timed ones); not allowed")
         if isinstance(node, ast.Name) and node.id in FORBIDDEN_BUILTINS:
             v.append(f"line {node.lineno}: use of {node.id!r} is not allowed")
         elif isinstance(node, ast.Attribute):
