@@ -133,6 +133,9 @@ def test_forbidden_anywhere(snippet, phrase):
     ("CUmodule m; cuModuleLoadData(&m, ptx);", "loads code"),
     ("void* f; cudaGetDriverEntryPoint(\"cuLaunchKernel\", &f, 0);", "loads code"),
     ("auto g = c10::impl::getDeviceGuardImpl(x.device().type()); g->elapsedTime(e0, e1, 0);", "events"),
+    # the guard's timer reached through the registry, its method's name passed through a macro
+    ("#define CALL(o, m) o->m(e0, e1, 0)\nauto g = c10::impl::device_guard_impl_registry[1].load(); CALL(g, record);",
+     "events"),
     ("py::module_::import(\"torch\");", "Python"),
     ("#include <cublas_v2.h>", "vendor library"),
 ])

@@ -155,7 +155,7 @@ NATIVE_FORBIDDEN = [
      "namespace; write names out"),
     (re.compile(r"cudaStreamCreate\w*|getStreamFromPool|setCurrentCUDAStream|cudaLaunchHostFunc|cudaStreamAddCallback|cudaGraph\w*|CUDAStreamGuard|"
                 r"\bcu(?:da)?Event\w*|\bCUDAEvent\b|\bc10::Event\b|\belapsed_?[Tt]ime\b|getDeviceGuardImpl|"
-                r"VirtualGuardImpl|DeviceGuardImplInterface"),
+                r"VirtualGuardImpl|DeviceGuardImplInterface|device_guard_impl_registry|DeviceGuardImplRegistrar"),
      "uses side streams, events (a timer between two points of a stream), graphs or host callbacks"),
     (re.compile(r"RecordFunction|profiler|\bkineto\b|cupti|hasCallbacks|hasGlobalCallbacks|hasThreadLocalCallbacks|"
                 r"ThreadLocalDebugInfo|DebugInfoKind|ThreadLocalState", re.I), "inspects the profiler"),
