@@ -366,6 +366,39 @@ def test_bundled_code_registrations_and_thread_pools_are_rejected(symbol, phrase
     assert why is not None and phrase in why, why
 
 
+# Every Python C-API name a CUDA extension built against torch 2.11 (its pybind11) imported on the H200: pybind11's glue
+# differs between versions, and four of these (PyDict_Next, PyObject_CallObject, PyObject_GenericGetDict/SetDict) were
+# once on the deny-list, which made every such extension `illegal`.
+PYBIND11_GLUE_TORCH_2_11 = """
+    PyBaseObject_Type PyBool_Type PyByteArray_AsString PyByteArray_Size PyByteArray_Type PyBytes_AsString
+    PyBytes_AsStringAndSize PyBytes_Size PyCapsule_GetPointer PyCapsule_New PyCFunction_Type PyCMethod_New
+    _Py_Dealloc PyDict_Contains PyDict_Copy PyDict_DelItemString PyDict_GetItemWithError PyDict_New PyDict_Next
+    PyDict_Size PyDict_Type PyErr_Clear PyErr_Fetch PyErr_Format PyErr_NormalizeException PyErr_Occurred
+    PyErr_Restore PyErr_SetObject PyErr_SetString PyErr_WarnEx PyEval_AcquireThread PyEval_GetBuiltins
+    PyEval_SaveThread PyException_SetCause PyException_SetContext PyException_SetTraceback PyExc_FutureWarning
+    PyExc_ImportError PyExc_IndexError PyExc_MemoryError PyExc_OverflowError PyExc_RuntimeError
+    PyExc_SystemError PyExc_TypeError PyExc_ValueError PyFloat_AsDouble PyFloat_Type PyFrame_GetBack
+    PyFrame_GetCode PyFrame_GetLineNumber Py_GetVersion PyGILState_Check PyGILState_Ensure
+    PyGILState_GetThisThreadState PyGILState_Release PyIndex_Check PyInstanceMethod_New PyInstanceMethod_Type
+    PyInterpreterState_Get PyInterpreterState_GetDict PyList_Size PyLong_AsLong PyLong_Type PyMem_Calloc
+    PyMem_Free PyModule_AddObject PyModuleDef_Init PyModule_NewObject PyModule_Type _Py_NoneStruct
+    _Py_NotImplementedStruct PyNumber_Add PyNumber_Check PyNumber_Float PyNumber_Long
+    PyObject_CallFunctionObjArgs PyObject_CallObject PyObject_ClearWeakRefs PyObject_GC_UnTrack
+    PyObject_GenericGetDict PyObject_GenericSetDict PyObject_GetAttrString _PyObject_GetDictPtr PyObject_GetItem
+    PyObject_HasAttrString PyObject_IsInstance _PyObject_New PyObject_Repr PyObject_SetAttrString
+    PyObject_SetItem PyObject_Str PyProperty_Type PyThreadState_Clear PyThreadState_DeleteCurrent
+    PyThreadState_Get PyThreadState_New _PyThreadState_UncheckedGet PyThread_tss_create PyThread_tss_delete
+    PyThread_tss_get PyThread_tss_set PyTuple_GetItem PyTuple_New PyTuple_SetItem PyTuple_Size PyType_FromSpec
+    PyType_IsSubtype _PyType_Lookup PyType_Ready PyType_Type PyUnicode_AsEncodedString PyUnicode_AsUTF8AndSize
+    PyUnicode_AsUTF8String PyUnicode_DecodeUTF8 PyUnicode_FromString PyWeakref_NewRef
+""".split()
+
+
+def test_what_pybind11s_glue_imports_under_torch_2_11_is_allowed():
+    assert len(PYBIND11_GLUE_TORCH_2_11) == 116
+    assert {s: why for s in PYBIND11_GLUE_TORCH_2_11 if (why := symbol_violation(s))} == {}
+
+
 @pytest.mark.parametrize("symbol", ["memcpy", "expf", "GOMP_parallel", "omp_get_thread_num", "THPVariableClass",
                                     "_ZN3c105ErrorC1ENS_14SourceLocationESs", "_ZTIN3c105ErrorE", "__cxa_throw"])
 def test_runtime_support_and_torch_api_stay_allowed(symbol):

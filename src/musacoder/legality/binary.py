@@ -147,9 +147,8 @@ _PYTHON_REACH = re.compile(
     r"PyEval_(?:SetProfile|SetTrace|GetGlobals|GetLocals|GetFrame|GetFuncName|GetFuncDesc|CallObject|CallFunction|"
     r"CallMethod|MergeCompilerFlags)\w*|_PyEval_\w+|PyThreadState_(?:SetAsyncExc|GetDict)|"
     r"PyCFunction_New\w*|PyFunction_\w+|_PyFunction_\w+|PyCode_\w+|PyGC_\w+|Py_AtExit|Py_AddPendingCall|"
-    r"PyObject_(?:Call|CallObject|CallNoArgs|CallOneArg|CallMethod\w*|CallFunction|Vectorcall\w*|GenericGetDict|"
-    r"GenericSetDict|Dir)|_PyObject_(?:Call\w*|Vectorcall\w*|FastCall\w*|MakeTpCall)|"
-    r"PyDict_(?:GetItemString|SetItemString|Next|Keys|Values|Items|Merge\w*|Update)|"
+    r"PyObject_(?:Call|CallNoArgs|CallOneArg|CallMethod\w*|CallFunction|Vectorcall\w*|Dir)|_PyObject_(?:Call\w*|Vectorcall\w*|FastCall\w*|MakeTpCall)|"
+    r"PyDict_(?:GetItemString|SetItemString|Keys|Values|Items|Merge\w*|Update)|"
     r"PyFrame_(?:GetGlobals|GetLocals|GetBuiltins|FastToLocals\w*|LocalsToFast))$")
 # PyTorch's process-wide registries (allocators, hooks, handlers): a kernel that installed its own CPU allocator ran
 # the work it owed whenever the harness next allocated, so the reference's clock paid for it
