@@ -369,6 +369,11 @@ def test_operators_on_sizes_are_plumbing():
     ("clone(fn, stack, 0, nullptr);", "threads"),
     ("bool watched = at::hasCallbacks();", "profiler"),
     ("struct timespec ts; timespec_get(&ts, 1);", "time"),
+    # the standard library's clocks named without std:: (using namespace std), and c10's clock helpers
+    ("} using namespace std; void g() { auto t0 = chrono::steady_clock::now();", "time"),
+    ("auto t0 = high_resolution_clock::now();", "time"),
+    ("auto pair = c10::ApproximateClockToUnixTimeConverter::measurePair();", "time"),
+    ("auto t0 = c10::getTime();", "time"),
     ("madvise(p, 1 << 20, 4);", "allocator"),
     # the device's and the CPU's own counters, in CUDA code or inline assembly
     ("long long t = clock64();", "time"),

@@ -89,6 +89,9 @@ _FORBIDDEN_NAMESPACES = {
     ("at", "get_thread_pool"): "PyTorch's thread pool",
     ("at", "PTThreadPool"): "PyTorch's thread pool",
     ("c10", "ThreadPool"): "PyTorch's thread pool",
+    ("c10d",): "PyTorch's distributed runtime (c10d: process groups, stores, sockets and timers)",
+    ("torch", "distributed"): "PyTorch's distributed runtime (torch::distributed: RPC agents, their threads and timers)",
+    ("at", "cuda", "tunable"): "PyTorch's GEMM tuner (at::cuda::tunable), which times kernels and calls cuBLAS",
     ("c10", "TaskThreadPoolBase"): "PyTorch's thread pool",
     ("c10", "TaskThreadPool"): "PyTorch's thread pool",
     # libstdc++ starts std::thread (std::jthread, std::async) out of line: the extension imports this, not
@@ -134,6 +137,9 @@ _PROCESS_STATE = re.compile(r"^(environ|__environ|_environ|mallopt|malloc_trim|_
 # clocks: a kernel that times itself can tell a watched (profiled) call from a timed one
 _CLOCKS = re.compile(r"^(clock_gettime|clock_getres|clock|time|gettimeofday|timespec_get|ftime|getrusage|times|"
                      r"omp_get_wtime|omp_get_wtick|timer_create)$")
+# ... and the C++ names of clocks: the standard library's (`std::chrono::steady_clock::now`, out of line in libstdc++
+# and libc++, named without `std::` in source after `using namespace std`) and c10's exported clock pair
+_CLOCK_NAMES = (("std", "chrono"), ("std", "__1", "chrono"), ("c10", "ApproximateClockToUnixTimeConverter"))
 # (the GPU's event timer, cudaEventElapsedTime, is imported by every extension that includes c10/cuda/CUDAGuard.h,
 # whose CUDAGuardImpl::elapsedTime is emitted with its vtable; the machine-code rule judges who calls it)
 _PYTHON_EXEC = re.compile(r"^(PyImport_\w+|PyRun_\w+|Py_CompileString\w*|PyEval_EvalCode\w*|PyEval_EvalFrame\w*|"
@@ -441,8 +447,8 @@ def symbol_violation(symbol: str, allow_vendor_libs: bool = False) -> str | None
     if not parts and _PROCESS_STATE.match(symbol):
         return (f"changes the state of the process the reference is timed in, or works outside forward's call: "
                 f"{symbol}")
-    if not parts and _CLOCKS.match(symbol):
-        return f"reads a clock (a kernel that times itself can tell a watched call from a timed one): {symbol}"
+    if not parts and _CLOCKS.match(symbol) or any(parts[:len(n)] == n for n in _CLOCK_NAMES):
+        return f"reads a clock (a kernel that times itself can tell a watched call from a timed one): {plain}"
     if not parts and _PYTHON_EXEC.match(symbol):
         return f"runs Python from native code: {symbol}"
     if not parts and _PYTHON_REACH.match(symbol):

@@ -181,9 +181,9 @@ NATIVE_FORBIDDEN = [
                 r"\bGOMP_\w+|\b__kmpc_\w+|omp_fulfill_event|#\s*pragma\s+omp\s+(?:target|teams)\b"),
      "leaves work running after returning (omp task/nowait/target, detached threads, OpenMP's runtime called "
      "directly)"),
-    (re.compile(r"\bsleep\s*\(|usleep\s*\(|nanosleep|std::chrono|clock_gettime|gettimeofday|rdtsc|rdpmc|readcyclecounter|"
+    (re.compile(r"\bsleep\s*\(|usleep\s*\(|nanosleep|\bchrono\b|_clock\s*::\s*now\b|clock_gettime|gettimeofday|rdtsc|rdpmc|readcyclecounter|"
                 r"\bclock\s*\(|\btime\s*\(|getrusage|\btimes\s*\(|omp_get_wtime|omp_get_wtick|timespec_get|\bftime\b|"
-                r"clock_getres|timer_create|"
+                r"clock_getres|timer_create|ApproximateClock|\bgetApproximateTime\b|\bc10::getTime\b|"
                 # the GPU's clock64() and ARM's counters (PTX's clock registers, named in any string: DEVICE_CLOCK)
                 r"\bclock64\s*\(|\bcnt[vp]ct|__builtin_arm_rsr"),
      "reads or manipulates time (a kernel that times itself can tell a watched call from a timed one)"),
