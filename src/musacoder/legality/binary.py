@@ -153,7 +153,8 @@ _PYTHON_REACH = re.compile(
     r"PyEval_(?:SetProfile|SetTrace|GetGlobals|GetLocals|GetFrame|GetFuncName|GetFuncDesc|CallObject|CallFunction|"
     r"CallMethod|MergeCompilerFlags)\w*|_PyEval_\w+|PyThreadState_(?:SetAsyncExc|GetDict)|"
     r"PyCFunction_New\w*|PyFunction_\w+|_PyFunction_\w+|PyCode_\w+|PyGC_\w+|Py_AtExit|Py_AddPendingCall|"
-    r"PyObject_(?:Call|CallNoArgs|CallOneArg|CallMethod\w*|CallFunction|Vectorcall\w*|Dir)|_PyObject_(?:Call\w*|Vectorcall\w*|FastCall\w*|MakeTpCall)|"
+    r"PyObject_(?:Call|CallNoArgs|CallOneArg|CallMethod\w*|CallFunction|Vectorcall\w*|Dir)|"
+    r"_PyObject_(?:Call\w*|Vectorcall\w*|FastCall\w*|MakeTpCall)|"
     r"PyDict_(?:GetItemString|SetItemString|Keys|Values|Items|Merge\w*|Update)|"
     r"PyFrame_(?:GetGlobals|GetLocals|GetBuiltins|FastToLocals\w*|LocalsToFast))$")
 # PyTorch's process-wide registries (allocators, hooks, handlers): a kernel that installed its own CPU allocator ran
