@@ -205,10 +205,21 @@ def test_built_libraries_reads_only_a_finished_entry_s_own_files(tmp_path):
 
 
 @pytest.mark.skipif(CXX is None, reason="needs a C++ compiler")
-def test_the_verification_judges_every_library_its_candidate_loaded(tmp_path):
+def test_the_verification_judges_every_library_its_candidate_loaded(tmp_path, monkeypatch):
     """`_Run._check_binaries`: libraries found by build key in the cache, a key only the broker served, and a library
-    another builder (torch_musa's) left in the worker's folder; one named outside that folder is not read."""
+    another builder (torch_musa's) left in the worker's folder; one named outside that folder is not read. The glue
+    baseline is asked for only when something is forbidden, and one that could not be built is flagged."""
     from types import SimpleNamespace
+
+    import musacoder.legality.glue as glue
+
+    asked = []
+
+    def baseline(cache_dir):
+        asked.append(cache_dir)
+        return glue.Baseline(frozenset(), frozenset(), "the glue baseline did not build: no compiler")
+
+    monkeypatch.setattr(glue, "glue_baseline", baseline)
 
     from musacoder.config import VerifyConfig
     from musacoder.judge.pipeline import _Run, _Stop
@@ -239,9 +250,10 @@ def test_the_verification_judges_every_library_its_candidate_loaded(tmp_path):
         return "passed", r.v
 
     status, v = run([{"key": clean, "ok": True}])
-    assert status == "passed" and v.stages["binary_legality"] == "ok"
+    assert status == "passed" and v.stages["binary_legality"] == "ok" and asked == []
     status, v = run([{"key": clean, "ok": True}], served_keys=[served])
-    assert status == "illegal" and "aten::mm" in " ".join(v.violations)
+    assert status == "illegal" and "aten::mm" in " ".join(v.violations) and asked == [cache]
+    assert any("without its glue baseline" in f and "no compiler" in f for f in v.flags)
     status, v = run([{"key": None, "ok": True, "library": str(musa_lib)}])
     assert status == "illegal" and "aten::bmm" in " ".join(v.violations)
     status, v = run([{"key": None, "ok": True, "library": str(tmp_path / "elsewhere.so")}])
@@ -249,7 +261,7 @@ def test_the_verification_judges_every_library_its_candidate_loaded(tmp_path):
     # a library the verifier cannot read (a cache cleared meanwhile) is its own problem, not the candidate's
     import musacoder.legality.binary as binary
 
-    def unreadable(path, allow_vendor_libs=False):
+    def unreadable(path, allow_vendor_libs=False, glue=None):
         raise PermissionError(13, "Permission denied", str(path))
 
     real, binary.library_violations = binary.library_violations, unreadable
@@ -449,3 +461,77 @@ def test_only_runtime_and_pytorch_libraries_may_be_loaded(tmp_path):
     obj = tmp_path / "k.o"
     subprocess.run([CXX, "-c", str(tmp_path / "k.cpp"), "-o", str(obj)], check=True)
     assert needed_libraries(obj) == []  # an object file loads nothing
+
+
+def test_what_the_glue_baseline_imports_is_not_held_against_the_candidate(tmp_path):
+    """A forbidden name that an extension with no code of its own imports (pybind11's glue of another torch) is the
+    toolchain's; the rest stays forbidden, and the baseline is asked for only when something is."""
+    from musacoder.legality.glue import Baseline
+
+    lib = tmp_path / "mc_ext.so"
+    lib.write_bytes(_elf(["expf", "PyEval_GetGlobals", "_ZN2at4_ops2mm4callEv"]))
+    calls = []
+
+    def glue(symbols):
+        def get():
+            calls.append(1)
+            return Baseline(frozenset(symbols), frozenset())
+        return get
+
+    assert len(library_violations(lib)) == 2
+    got = library_violations(lib, glue=glue({"PyEval_GetGlobals"}))
+    assert len(got) == 1 and "aten::mm" in got[0] and calls == [1]
+    assert len(library_violations(lib, glue=glue(set()))) == 2
+    clean = tmp_path / "mc_clean.so"
+    clean.write_bytes(_elf(["expf"]))
+    calls.clear()
+    assert library_violations(clean, glue=glue(set())) == [] and calls == []
+
+
+def test_a_kept_glue_baseline_is_read_only_when_nobody_else_could_have_written_it(tmp_path, monkeypatch):
+    import json
+    import os
+
+    from musacoder.legality import glue as g
+
+    built = []
+
+    def fake_build(workdir):
+        built.append(workdir)
+        return g.Baseline(frozenset({"PyDict_Next"}), frozenset())
+
+    monkeypatch.setattr(g, "build_baseline", fake_build)
+    g.glue_baseline.cache_clear()
+    assert g.glue_baseline(tmp_path).symbols == {"PyDict_Next"} and len(built) == 1
+    kept = tmp_path / "glue" / f"{g.environment_key()}.json"
+    assert json.loads(kept.read_text())["symbols"] == ["PyDict_Next"]
+    g.glue_baseline.cache_clear()
+    assert g.glue_baseline(tmp_path).symbols == {"PyDict_Next"} and len(built) == 1  # read back, not rebuilt
+    # widened by someone who could write it: not read, built again
+    kept.write_text(json.dumps({"symbols": ["PyDict_Next", "_ZN2at4_ops2mm4callEv"], "needed": []}))
+    os.chmod(kept, 0o666)
+    g.glue_baseline.cache_clear()
+    assert g.glue_baseline(tmp_path).symbols == {"PyDict_Next"} and len(built) == 2
+    g.glue_baseline.cache_clear()
+
+
+def test_a_glue_baseline_that_does_not_build_leaves_the_rule_as_strict_as_its_lists(tmp_path, monkeypatch):
+    from musacoder.legality import glue as g
+
+    monkeypatch.setattr(g, "_CHILD", "raise SystemExit('no compiler here')")
+    got = g.build_baseline(tmp_path / "b")
+    assert got.symbols == frozenset() and "did not build" in got.error and "no compiler here" in got.error
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CXX is None, reason="needs a C++ compiler")
+def test_the_glue_of_the_installed_torch_imports_nothing_the_lists_forbid(tmp_path):
+    """The deny-lists against the toolchain that runs the tests: an extension with no code of its own must pass
+    them without a baseline. When a new torch (its pybind11) makes this fail, the baseline keeps verdicts right, and
+    the lists need the names it prints."""
+    from musacoder.legality.glue import build_baseline
+
+    base = build_baseline(tmp_path / "glue")
+    assert base.error is None, base.error
+    assert any(s.startswith("Py") for s in base.symbols), sorted(base.symbols)[:20]
+    assert {s: why for s in base.symbols if (why := symbol_violation(s))} == {}

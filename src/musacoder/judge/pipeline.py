@@ -397,6 +397,7 @@ class _Run:
         candidate."""
         from musacoder.build.cache import built_libraries, is_build_key
         from musacoder.legality.binary import library_violations
+        from musacoder.legality.glue import glue_baseline
         from musacoder.legality.machine_code import ToolMissing, library_clock_reads
 
         v = self.v
@@ -418,10 +419,15 @@ class _Run:
                 libs.append(lib)
             else:
                 missing.append(lib.name)
-        uninspected = []
+        uninspected, baselines = [], []
+
+        def glue():  # built (or read from the cache) only when a library imports something forbidden
+            baselines.append(glue_baseline(Path(self.cfg.cache_dir)))
+            return baselines[-1]
+
         for lib in libs:
             try:
-                bad += library_violations(lib, self.cfg.allow_vendor_libs)
+                bad += library_violations(lib, self.cfg.allow_vendor_libs, glue=glue)
             except OSError:  # unreadable here (gone with a cleared cache, say): the verifier's, so not held against it
                 missing.append(lib.name)
                 continue
@@ -431,6 +437,8 @@ class _Run:
                 uninspected.append(f"{lib.name} ({str(e)[:160]})")
         if uninspected:
             v.flags.append(f"machine code not read for clock reads: {'; '.join(uninspected)}")
+        if errors := sorted({b.error for b in baselines if b.error}):
+            v.flags.append(f"binary rule judged without its glue baseline: {'; '.join(errors)}")
         if missing:
             v.flags.append(f"binary rule not applied (no finished, readable library) to: {', '.join(missing)}")
         if bad:

@@ -470,20 +470,22 @@ def symbol_violation(symbol: str, allow_vendor_libs: bool = False) -> str | None
     return None
 
 
-def library_violations(path: Path, allow_vendor_libs: bool = False) -> list[str]:
+def library_violations(path: Path, allow_vendor_libs: bool = False, glue=None) -> list[str]:
     """Each forbidden import of the library at `path`, as a message naming the library. A file that is not a library
-    this reader understands is one violation; a file that cannot be read raises `OSError` (not the candidate's)."""
+    this reader understands is one violation; a file that cannot be read raises `OSError` (not the candidate's).
+    `glue`, when given, is called (only if something is forbidden) for the `musacoder.legality.glue.Baseline` of this
+    environment: what an extension with no code of its own imports and links is not held against the candidate."""
     try:
         symbols, needed = _read(path, _undefined, _needed)
     except NotALibrary as e:  # the build's bytes: the candidate's
         return [f"the extension library {Path(path).name} could not be inspected: {e}"]
-    out = []
-    for lib in needed:
-        if not (_ALLOWED_NEEDED.match(lib) or allow_vendor_libs and _VENDOR_LIBRARY.search(lib)):
-            out.append(f"the built extension loads the library {lib}: only the C/C++ runtimes, OpenMP, PyTorch's own "
-                       "libraries and the device runtime may be linked (a kernel of its own, not another library's)")
-    for s in sorted(set(symbols)):
-        why = symbol_violation(s, allow_vendor_libs)
-        if why:
-            out.append(f"the built extension {why}")
-    return out
+    bad_libs = [lib for lib in needed
+                if not (_ALLOWED_NEEDED.match(lib) or allow_vendor_libs and _VENDOR_LIBRARY.search(lib))]
+    bad_symbols = [(s, why) for s in sorted(set(symbols)) if (why := symbol_violation(s, allow_vendor_libs))]
+    if (bad_libs or bad_symbols) and glue is not None:
+        base = glue()
+        bad_libs = [lib for lib in bad_libs if lib not in base.needed]
+        bad_symbols = [(s, why) for s, why in bad_symbols if s not in base.symbols]
+    return [f"the built extension loads the library {lib}: only the C/C++ runtimes, OpenMP, PyTorch's own libraries "
+            "and the device runtime may be linked (a kernel of its own, not another library's)" for lib in bad_libs] + \
+        [f"the built extension {why}" for _, why in bad_symbols]
