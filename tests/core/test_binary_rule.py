@@ -535,3 +535,17 @@ def test_the_glue_of_the_installed_torch_imports_nothing_the_lists_forbid(tmp_pa
     assert base.error is None, base.error
     assert any(s.startswith("Py") for s in base.symbols), sorted(base.symbols)[:20]
     assert {s: why for s in base.symbols if (why := symbol_violation(s))} == {}
+
+
+def test_doctor_names_the_glue_imports_the_lists_forbid(tmp_path, monkeypatch):
+    from musacoder.legality import glue
+
+    def kept(symbols, error=None):
+        return lambda cache_dir: glue.Baseline(frozenset(symbols), frozenset(), error)
+
+    monkeypatch.setattr(glue, "glue_baseline", kept({"PyGILState_Ensure", "memcpy"}))
+    assert glue.report(tmp_path).endswith("2 imports of an extension with no code of its own; none on the rule's lists")
+    monkeypatch.setattr(glue, "glue_baseline", kept({"PyGILState_Ensure", "PyEval_GetGlobals"}))
+    assert glue.report(tmp_path).endswith("1 on the rule's lists, not held against candidates: PyEval_GetGlobals")
+    monkeypatch.setattr(glue, "glue_baseline", kept((), "the glue baseline did not build: no compiler"))
+    assert "none (the glue baseline did not build: no compiler)" in glue.report(tmp_path)

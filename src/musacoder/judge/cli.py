@@ -73,12 +73,17 @@ def register(app: typer.Typer) -> None:
 
     @app.command("doctor")
     def doctor_cmd():
-        """What this host allows the sandbox, and which isolation layers candidate workers will run in."""
+        """What this host allows the sandbox, which isolation layers candidate workers will run in, which tools read
+        built machine code, and what every extension imports under the installed torch (built once, kept in the
+        build cache)."""
+        from musacoder.config import default_cache_dir
         from musacoder.judge import isolation
+        from musacoder.legality import glue
         from musacoder.legality.machine_code import tools_report
 
         typer.echo(isolation.doctor())
         typer.echo(tools_report())
+        typer.echo(glue.report(default_cache_dir()))
 
     @app.command("verify")
     def verify_cmd(

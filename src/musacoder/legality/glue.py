@@ -137,3 +137,18 @@ def _kept_or_built(folder: Path) -> Baseline:
                            "source": SOURCE}, f)
             os.replace(tmp_json, path)
         return got
+
+
+def report(cache_dir: Path) -> str:
+    """For `musacoder doctor`: the baseline of this environment (built now if it is not kept), and which of its
+    imports the binary rule's lists forbid (exempted, and names the lists should drop)."""
+    from musacoder.legality.binary import symbol_violation
+
+    base = glue_baseline(Path(cache_dir))
+    if base.error:
+        return f"binary rule's glue baseline: none ({base.error}); the rule is as strict as its lists"
+    listed = sorted(s for s in base.symbols if symbol_violation(s))
+    head = f"binary rule's glue baseline: {len(base.symbols)} imports of an extension with no code of its own"
+    if not listed:
+        return head + "; none on the rule's lists"
+    return head + f"; {len(listed)} on the rule's lists, not held against candidates: {', '.join(listed)}"
