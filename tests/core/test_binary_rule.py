@@ -549,3 +549,17 @@ def test_doctor_names_the_glue_imports_the_lists_forbid(tmp_path, monkeypatch):
     assert glue.report(tmp_path).endswith("1 on the rule's lists, not held against candidates: PyEval_GetGlobals")
     monkeypatch.setattr(glue, "glue_baseline", kept((), "the glue baseline did not build: no compiler"))
     assert "none (the glue baseline did not build: no compiler)" in glue.report(tmp_path)
+
+
+def test_the_glue_baseline_is_kept_per_compiler(monkeypatch, tmp_path):
+    from musacoder.legality.glue import environment_key
+
+    fake = tmp_path / "c++"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CXX", str(fake))
+    before = environment_key()
+    fake.write_text("#!/bin/sh\n# upgraded in place\n")
+    assert environment_key() != before
+    monkeypatch.setenv("CXX", "/nowhere/c++")
+    assert environment_key() not in (before,)

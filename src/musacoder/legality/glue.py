@@ -58,7 +58,13 @@ def environment_key() -> str:
     except ImportError:
         torch_id = "no torch"
     cxx = os.environ.get("CXX") or shutil.which("c++") or ""
-    parts = [torch_id, sys.version, platform.machine(), cxx, os.path.realpath(cxx) if cxx else ""]
+    real = shutil.which(cxx) if cxx else None
+    try:  # the compiler's file itself: an upgrade in place changes it
+        st = os.stat(os.path.realpath(real)) if real else None
+        compiler = f"{os.path.realpath(real)}:{st.st_size}:{st.st_mtime_ns}" if st else cxx
+    except OSError:
+        compiler = cxx
+    parts = [torch_id, sys.version, platform.machine(), cxx, compiler]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
 
 
