@@ -563,3 +563,20 @@ def test_the_glue_baseline_is_kept_per_compiler(monkeypatch, tmp_path):
     assert environment_key() != before
     monkeypatch.setenv("CXX", "/nowhere/c++")
     assert environment_key() != before
+
+
+def test_a_glue_folder_of_another_user_is_not_used(tmp_path, monkeypatch):
+    import os
+
+    from musacoder.legality import glue as g
+
+    built = []
+    monkeypatch.setattr(g, "build_baseline", lambda workdir: built.append(workdir) or g.Baseline(frozenset({"x"}),
+                                                                                                  frozenset()))
+    (tmp_path / "glue").mkdir()
+    monkeypatch.setattr(g.os, "getuid", lambda: os.stat(tmp_path / "glue").st_uid + 1)
+    g.glue_baseline.cache_clear()
+    assert g.glue_baseline(tmp_path).symbols == {"x"}
+    assert len(built) == 1 and not built[0].is_relative_to(tmp_path)  # built elsewhere, nothing written there
+    assert list((tmp_path / "glue").iterdir()) == []
+    g.glue_baseline.cache_clear()

@@ -124,8 +124,9 @@ def glue_baseline(cache_dir: Path) -> Baseline:
 
 def _kept_or_built(folder: Path) -> Baseline:
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if folder.stat().st_uid == os.getuid():
-        os.chmod(folder, 0o700)
+    if folder.stat().st_uid != os.getuid():  # another uid's folder: nothing in it is opened or kept
+        raise PermissionError(f"{folder} belongs to another user")
+    os.chmod(folder, 0o700)
     key = environment_key()
     path = folder / f"{key}.json"
     if (kept := _load(path)) is not None:
