@@ -580,3 +580,23 @@ def test_a_glue_folder_of_another_user_is_not_used(tmp_path, monkeypatch):
     assert len(built) == 1 and not built[0].is_relative_to(tmp_path)  # built elsewhere, nothing written there
     assert list((tmp_path / "glue").iterdir()) == []
     g.glue_baseline.cache_clear()
+
+
+def test_a_glue_baseline_that_cannot_be_made_is_an_error_never_an_exception(tmp_path, monkeypatch):
+    """The binary rule reads an OSError as an unreadable library (not judged), so the baseline may not raise one."""
+    import tempfile
+
+    from musacoder.legality import glue as g
+
+    def no_room(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(g, "_kept_or_built", no_room)
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", no_room)
+    g.glue_baseline.cache_clear()
+    got = g.glue_baseline(tmp_path)
+    g.glue_baseline.cache_clear()
+    assert got.symbols == frozenset() and "No space left" in got.error
+    lib = tmp_path / "mc_ext.so"
+    lib.write_bytes(_elf(["_ZN2at4_ops2mm4callEv"]))
+    assert len(library_violations(lib, glue=lambda: got)) == 1

@@ -16,6 +16,7 @@ may write it or its folder (a worker under another uid cannot widen it); otherwi
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -106,20 +107,28 @@ def build_baseline(workdir: Path) -> Baseline:
         tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
         return Baseline(frozenset(), frozenset(), f"the glue baseline did not build (exit {r.returncode}): "
                                                   + " | ".join(tail)[:400])
-    symbols, needed = _read(lib, _undefined, _needed)
+    try:
+        symbols, needed = _read(lib, _undefined, _needed)
+    except (OSError, ValueError) as e:  # NotALibrary is a ValueError
+        return Baseline(frozenset(), frozenset(), f"the glue baseline could not be read: {e}")
     return Baseline(frozenset(symbols), frozenset(needed))
 
 
 @functools.lru_cache(maxsize=8)
 def glue_baseline(cache_dir: Path) -> Baseline:
     """The baseline of this environment: kept under `cache_dir/glue`, built there once (under a lock) when missing;
-    where that folder cannot be written, built in a temporary one for this process. A failed build is remembered
-    for this process only (the rule then stays as strict as its lists)."""
+    where that folder cannot be used, built in a temporary one for this process. It never raises: a failed build
+    is a baseline with an `error`, remembered for this process only (the rule then stays as strict as its lists;
+    the binary rule reads an `OSError` as an unreadable library, which would skip it)."""
     try:
         return _kept_or_built(Path(cache_dir) / "glue")
     except OSError:
+        pass
+    try:
         with tempfile.TemporaryDirectory() as tmp:
             return build_baseline(Path(tmp) / "build")
+    except OSError as e:
+        return Baseline(frozenset(), frozenset(), f"the glue baseline did not build: {e}")
 
 
 def _kept_or_built(folder: Path) -> Baseline:
@@ -138,11 +147,11 @@ def _kept_or_built(folder: Path) -> Baseline:
         with tempfile.TemporaryDirectory(dir=folder) as tmp:
             got = build_baseline(Path(tmp) / "build")
         if got.error is None:
-            fd, tmp_json = tempfile.mkstemp(dir=folder, suffix=".json")
-            with os.fdopen(fd, "w") as f:
-                json.dump({"symbols": sorted(got.symbols), "needed": sorted(got.needed),
-                           "source": SOURCE}, f)
-            os.replace(tmp_json, path)
+            with contextlib.suppress(OSError):  # not kept: built again by the next process, never twice here
+                fd, tmp_json = tempfile.mkstemp(dir=folder, suffix=".json")
+                with os.fdopen(fd, "w") as f:
+                    json.dump({"symbols": sorted(got.symbols), "needed": sorted(got.needed), "source": SOURCE}, f)
+                os.replace(tmp_json, path)
         return got
 
 
