@@ -183,7 +183,7 @@ if has musa; then  # issue 19: every golden CUDA candidate ported to MUSA and ru
 fi
 if has rft; then  # issue 18: an RFT pool for the golden set's tasks, every sample verified on the cuda backend (tasks
   # shrunk to RFT_MB); resumed from .kb/rft_golden when carried; the run folder comes back in rft_run.tgz
-  [ -d .kb/rft_golden ] && cp -r .kb/rft_golden /tmp/
+  [ -d .kb/rft_golden ] && [ ! -d /tmp/rft_golden ] && cp -r .kb/rft_golden /tmp/  # a warm machine keeps its own
   [ -d /tmp/svb/cache ] && export MUSACODER_CACHE_DIR=/tmp/svb/cache  # the golden builds, from the service step
   timeout ${T_RFT:-560} python3 benchmarks/rft_golden.py --backend cuda --kernelbench-dir "$KB" --max-input-mb ${RFT_MB:-64} \
     --workers ${WORKERS:-14} --out /tmp/rft_golden > "$OUT/rft.log" 2>&1
