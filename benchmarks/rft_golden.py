@@ -94,7 +94,7 @@ def main() -> None:
         summary["rft"] = build_rft(a.out / "run", a.out, cap=4, threshold=0.7,
                                    made_by="python benchmarks/rft_golden.py " + " ".join(sys.argv[1:]))
     except ImportError as e:
-        summary["rft"] = f"not built here ({e.name} missing): run with --build-only where it is installed"
+        summary["rft"] = f"not built here ({e}): run with --build-only where it is installed"
     (a.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print("\n| samples verified | statuses | tasks with a pool | accepted → pool members |\n|---|---|---|---|")
     rft = summary["rft"]
