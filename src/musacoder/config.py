@@ -27,6 +27,12 @@ class VerifyConfig(BaseModel):
         description="Extra correctness trials on structured inputs (zero-mean; zero-mean with one slice offset by 8 "
         "standard deviations): subsampled or partial work and reduced-precision arithmetic fail them.",
     )
+    timing_inputs: Literal["center", "task"] = Field(
+        "center",
+        description="The timed rounds' inputs: 'center' (the task's own made zero-mean, where its domain allows and "
+        "perturb_inputs is on): the distribution the strict checks have power on, so a kernel that cuts corners "
+        "only on the task's own inputs gains no speed; 'task': the task's own get_inputs(), KernelBench's choice.",
+    )
     rel_l2_tol: dict[str, float] = Field(
         default_factory=lambda: {"float32": 1e-2, "float64": 1e-2, "float16": 5e-2, "bfloat16": 5e-2},
         description="Bound on ||out-ref||/||ref|| per output dtype, checked next to allclose.",

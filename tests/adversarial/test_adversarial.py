@@ -17,6 +17,7 @@ RELU = REPO / "examples" / "tasks" / "relu.py"
 SMALL = Path(os.environ.get("KERNELBENCH_SMALL_DIR", REPO.parent / "shared" / "kernelbench-small"))
 SOFTMAX = SMALL / "level1" / "23_Softmax.py"
 MATMUL = SMALL / "level1" / "1_Square_matrix_multiplication_.py"
+RELU_RAND = SMALL / "level1" / "19_ReLU.py"  # x = torch.rand(...): non-negative, where ReLU is the identity
 
 # (candidate, task, expected status, a phrase the verdict must carry)
 CASES = [
@@ -197,6 +198,22 @@ def test_zeros_fail_tiny_output_task_but_real_softmax_passes():
     good = verify(SOFTMAX, (CANDS / "legit_softmax.py").read_text(), backend="cpu",
                   config=CFG.model_copy(update={"time_candidate": False}), overrides={"batch_size": 4})
     assert good.status == "ok", _text(good)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not RELU_RAND.exists(), reason="kernelbench-small not found (set KERNELBENCH_SMALL_DIR)")
+def test_a_kernel_idle_on_the_tasks_own_inputs_is_timed_on_inputs_checked_as_strictly_as_any():
+    """19_ReLU draws x from torch.rand, where ReLU is the identity. The candidate probes 97 elements with its own
+    kernel and returns x unchanged when none is negative: every trial passes (the identity is right on the task's
+    own inputs, and it runs its kernel on the scaled-negative, zero-mean and sliced ones). Timed on the task's own
+    inputs (`timing_inputs="task"`, KernelBench's choice) it idles, at 124x before the default changed; timed on
+    zero-mean inputs (the default) it has to run its kernel, and earns what that kernel earns."""
+    code = (CANDS / "distribution_gated_identity.py").read_text()
+    cfg = CFG.model_copy(update={"outlier_speedup": 1e6, "clean_reference": False})
+    on_task = verify(RELU_RAND, code, backend="cpu", config=cfg.model_copy(update={"timing_inputs": "task"}))
+    centred = verify(RELU_RAND, code, backend="cpu", config=cfg)
+    assert on_task.status == "ok" and centred.status == "ok", (_text(on_task), _text(centred))
+    assert on_task.speedup > 5 * centred.speedup, (on_task.speedup, centred.speedup)
 
 
 @pytest.mark.slow

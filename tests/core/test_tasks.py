@@ -88,6 +88,37 @@ def test_seeded_inputs_are_reproducible_and_perturbed():
     assert not (a == c).all() and ((a >= 0) == (c >= 0)).all()
 
 
+def test_timed_rounds_get_zero_mean_inputs_where_the_task_allows():
+    """Timing runs on the inputs the strict checks have power on (`VerifyConfig.timing_inputs`): zero-mean once a
+    "center" trial showed the reference finite there; the task's own otherwise, or when asked for."""
+    from musacoder import VerifyConfig
+    from musacoder.judge.inputs import seed_for
+    from musacoder.judge.pipeline import _Run
+    from musacoder.judge.worker import _RotatingInputs
+
+    t = load_task(REPO / "examples" / "tasks" / "relu.py")
+    run = _Run(t, "", "cpu", VerifyConfig())
+    assert run._timing_perturb() is None  # no "center" trial has run
+    run._center_ok = True
+    assert run._timing_perturb() == "center"
+    run._center_ok = False  # the reference was not finite on zero-mean inputs
+    assert run._timing_perturb() is None
+    for cfg in (VerifyConfig(timing_inputs="task"), VerifyConfig(perturb_inputs=False)):
+        run = _Run(t, "", "cpu", cfg)
+        run._center_ok = True
+        assert run._timing_perturb() is None
+
+    class Worker:  # what `_RotatingInputs` reads of the worker
+        task_module, device = load_module(t), "cpu"
+
+    Worker.torch = torch
+    rounds = _RotatingInputs(Worker, 5, 2, "center")
+    for r in range(4):  # refilled in place from round 2 on: the same values as a fresh draw
+        x, = rounds(r)
+        want, = make_inputs(Worker.task_module, seed_for(5, r), perturb="center")
+        assert torch.equal(x, want) and abs(float(x.mean())) < 1e-4
+
+
 def test_hf_loader_with_local_fixture(tmp_path):
     pytest.importorskip("datasets")
     import json

@@ -34,10 +34,11 @@ TIMING_METHOD = 3  # part of the compile-baseline cache key: 3 = timed to the en
 
 
 def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dict, init_inputs: list, seed: int,
-                        mode: str | None = None, hold=None) -> float:
+                        mode: str | None = None, perturb: str | None = None, hold=None) -> float:
     """Median ms of the `torch.compile`d reference, measured in a reference-only worker (no candidate code ever ran
     there, so no candidate can slow it down or poison the cache) and cached per task source and sizes, device model,
-    torch version, dtype and compile mode under `CACHE/baselines/`.
+    torch version, dtype, compile mode and timing inputs' perturbation (`perturb`, as the candidate's timing used)
+    under `CACHE/baselines/`.
 
     `hold(slot)` gives the device-slot context for each part: the worker's start, the compile and its warm-up run
     under `hold("shared")` (a first compile takes tens of seconds of host time), only the timing under
@@ -45,7 +46,7 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
     source = source_with_overrides(task)
     dtypes = sorted({str(t.dtype) for t in state.values()}) or ["float32"]
     key_src = json.dumps([source, _device_name(device), torch.__version__, dtypes, mode, cfg.warmup, cfg.repeats,
-                          TIMING_METHOD])
+                          TIMING_METHOD] + ([perturb] if perturb else []))
     key = hashlib.sha256(key_src.encode()).hexdigest()
     path = Path(cfg.cache_dir) / "baselines" / f"{key}.json"
     if path.exists():
@@ -54,7 +55,7 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
         except (ValueError, KeyError):
             pass
     prepare = {"op": "compile_reference", "master_seed": int.from_bytes(os.urandom(7), "little"),
-               "input_sets": cfg.input_sets, "mode": mode}
+               "input_sets": cfg.input_sets, "mode": mode, "perturb": perturb}
     timed = {"op": "time_compile", "warmup": cfg.warmup, "repeats": cfg.repeats}
     rep = _reference_worker(task, device, cfg, state, init_inputs, seed, hold, prepare, timed, cfg.timeout_s)
     median = statistics.median(rep["compile_ms"])
@@ -67,13 +68,14 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
 
 
 def clean_reference_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dict, init_inputs: list, seed: int,
-                       master_seed: int, input_sets: int, warmup: int, repeats: int, hold=None) -> list[float]:
+                       master_seed: int, input_sets: int, warmup: int, repeats: int, perturb: str | None = None,
+                       hold=None) -> list[float]:
     """ms per call of the eager reference, `repeats` rounds after `warmup`, timed in a fresh reference-only worker on
     the same rotating inputs the candidate's `time` request used (`master_seed`). Not cached: it is taken right
     after the candidate's timing, on the same device in the same state, so the two figures differ only by where the
     reference ran. `hold` as for `compile_baseline_ms`."""
     timed = {"op": "time_reference", "master_seed": master_seed, "input_sets": input_sets, "warmup": warmup,
-             "repeats": repeats}
+             "repeats": repeats, "perturb": perturb}
     got = _reference_worker(task, device, cfg, state, init_inputs, seed, hold, None, timed,
                             cfg.timeout_s + cfg.time_budget_s * 2).get("reference_ms")
     if not isinstance(got, list) or len(got) != repeats or not all(

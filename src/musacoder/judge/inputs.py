@@ -3,13 +3,14 @@
 `make_inputs(module, seed, perturb)` calls the task's `get_inputs()` under `torch.manual_seed(seed)`, then reshapes
 the distribution of every floating input x according to `perturb` (drawn from a second stream seeded by `seed`):
 
-* `None`: the task's own distribution (what timing uses);
+* `None`: the task's own distribution (timing's where the task's domain forbids "center", or
+  `VerifyConfig.timing_inputs` is "task");
 * `"scale"`: x·exp(0.5·z), z ~ N(0, 1): signs (and so positivity constraints) kept, values no longer uniform, so a
   partial reduction tuned to uniform inputs fails;
-* `"center"`: x − mean(x): zero-mean inputs, where results are sums that cancel. A partial or subsampled reduction
-  then misses by the order of the result itself, and rounding the inputs to a 10-bit mantissa (fp16, bf16, TF32 math)
-  moves the output hundreds of times more than fp32 arithmetic does, which the precision rule
-  (`musacoder.judge.compare.precision_check`) relies on;
+* `"center"`: x − mean(x): zero-mean inputs (what timing uses by default), where results are sums that cancel. A
+  partial or subsampled reduction then misses by the order of the result itself, and rounding the inputs to a 10-bit
+  mantissa (fp16, bf16, TF32 math) moves the output hundreds of times more than fp32 arithmetic does, which the
+  precision rule (`musacoder.judge.compare.precision_check`) relies on;
 * `"slice"`: centred, then one contiguous run of n/16 elements at a random position (in flat order) gets
   +8·std(x): skipping or approximating any part of the input changes the output beyond tolerance.
 
@@ -71,15 +72,14 @@ def make_inputs(module, seed: int, perturb: str | bool | None = None, device: st
         if mode is None:
             return inputs
         gens: dict = {}
-        out = []
-        for x in inputs:
+        for k, x in enumerate(inputs):  # replaced one at a time: an original is freed before the next is perturbed
             if isinstance(x, torch.Tensor) and x.is_floating_point():
                 g = gens.get(x.device)
                 if g is None:
                     g = gens[x.device] = torch.Generator(device=x.device).manual_seed(seed ^ 0x5DEECE66D)
-                x = _perturbed(x, mode, g)
-            out.append(x)
-        return out
+                del x
+                inputs[k] = _perturbed(inputs[k], mode, g)
+        return inputs
 
 
 def make_init_inputs(module, seed: int) -> list:

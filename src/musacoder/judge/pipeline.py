@@ -140,6 +140,7 @@ class _Run:
         self._large = False
         self._precision_models: tuple | None = None  # (float64 copy, rounded fp32 copy) of the reference, per attempt
         self.ipc = False  # large outputs come over CUDA IPC (musacoder.judge.ipc) once the probe read back
+        self._center_ok: bool | None = None  # the reference stayed finite on zero-mean inputs (a "center" trial)
 
     def finish(self, status: str) -> Verdict:
         v = self.v
@@ -539,7 +540,10 @@ class _Run:
         deadline = time.monotonic() + cfg.timeout_s
         for i, perturb in enumerate(plan):
             seed = seed_for(self.master, 1 + label, i)
+            asked = perturb
             perturb, ref_out, precision = self._reference_case(module, ref_model, seed, perturb, device)
+            if asked == "center" and label == 0:
+                self._center_ok = perturb == "center"
             expect = output_spec(ref_out)
             reply = self._ask(sb, {"op": "trial", "seed": seed, "perturb": perturb, "profile": True, "ipc": self.ipc,
                                    "expect": expect},
@@ -584,13 +588,14 @@ class _Run:
             self.v.flags.append(f"precision rule not applied: the reference model could not be copied to float64 ({e})")
             return None
 
-    def _reference_case(self, module, ref_model, seed: int, perturb: str | None, device: str):
+    def _reference_case(self, module, ref_model, seed: int, perturb: str | None, device: str, fallback: bool = True):
         """Reference output for the inputs made from `seed` and `perturb` (the worker makes the same inputs);
         returns (the perturbation kept: None when the task's domain forbids it, the output on the comparison
-        device, the precision rule's yardsticks or None)."""
+        device, the precision rule's yardsticks or None). With `fallback` False the perturbation is kept whatever
+        the output (the worker made its inputs already: a timed round's)."""
         with torch.no_grad():
             ref_out = ref_model(*make_inputs(module, seed, perturb=perturb, device=device))
-            if perturb and not _all_finite(ref_out):
+            if fallback and perturb and not _all_finite(ref_out):
                 perturb = None  # the task's domain forbids the perturbation
                 ref_out = ref_model(*make_inputs(module, seed, device=device))
         precision = self._yardsticks(module, seed, perturb, device, ref_out)
@@ -757,6 +762,7 @@ class _Run:
             try:
                 v.compile_runtime_ms = compile_baseline_ms(
                     self.task, device, cfg, state=self._state, init_inputs=self._init_inputs, seed=self._init_seed,
+                    perturb=self._timing_perturb(),
                     hold=lambda slot: self._stage("compile_baseline" if slot == "exclusive" else "compile_build", slot))
                 v.speedup_vs_compile = v.compile_runtime_ms / cand.median_ms
             except (BaselineError, WorkerTimeout, WorkerDied, WorkerStartFailed) as e:
@@ -775,11 +781,11 @@ class _Run:
         ref = v.reference_timing
         if not cfg.clean_reference or v.stages.get("timing") != "ok" or ref is None:
             return
-        master_t, input_sets = self._timed_with
+        master_t, input_sets, perturb = self._timed_with
         try:
             ms = clean_reference_ms(
                 self.task, device, cfg, state=self._state, init_inputs=self._init_inputs, seed=self._init_seed,
-                master_seed=master_t, input_sets=input_sets, warmup=cfg.warmup, repeats=ref.repeats,
+                master_seed=master_t, input_sets=input_sets, warmup=cfg.warmup, repeats=ref.repeats, perturb=perturb,
                 hold=lambda slot: self._stage("clean_reference" if slot == "exclusive" else "clean_reference_start",
                                               slot))
         except (BaselineError, WorkerTimeout, WorkerDied, WorkerStartFailed) as e:
@@ -797,16 +803,29 @@ class _Run:
             if cfg.baseline == "eager":
                 v.speedup = v.speedup_vs_eager
 
+    def _timing_perturb(self) -> str | None:
+        """The perturbation of every timed round's inputs (`VerifyConfig.timing_inputs`). "center" puts the timed
+        rounds on zero-mean inputs, where the re-check after timing has the precision rule's power and skipped work
+        misses by the order of the result, so a kernel that tells the task's own inputs (often non-negative, where
+        fp16 arithmetic passes the tolerances and ReLU is the identity) from the checked ones gains nothing: the
+        inputs it is timed on are checked as strictly as any. The task's own inputs where its domain forbids
+        zero-mean ones (the reference was not finite on the "center" trial) or no such trial ran."""
+        cfg = self.cfg
+        if cfg.timing_inputs == "task" or not cfg.perturb_inputs or not self._center_ok:
+            return None
+        return "center"
+
     def _time_once(self, sb: Sandbox, module, ref_model, device: str) -> tuple[Timing, Timing]:
         v, cfg = self.v, self.cfg
         master_t = self.rng.getrandbits(62)
+        perturb = self._timing_perturb()
         pool = list(range(cfg.warmup, cfg.warmup + cfg.repeats + cfg.rechecks))
         audits = sorted(self.rng.sample(pool, min(cfg.rechecks, len(pool))))
 
         input_sets = self.fp.input_sets if self.fp else cfg.input_sets
-        self._timed_with = (master_t, input_sets)
+        self._timed_with = (master_t, input_sets, perturb)
         with self._stage("timing", "exclusive"):  # nothing else on the device while timing
-            rep = self._ask(sb, {"op": "time", "master_seed": master_t, "input_sets": input_sets,
+            rep = self._ask(sb, {"op": "time", "master_seed": master_t, "input_sets": input_sets, "perturb": perturb,
                                  "warmup": cfg.warmup, "repeats": cfg.repeats, "max_repeats": cfg.max_repeats,
                                  "budget_s": cfg.time_budget_s, "target_sem": cfg.target_sem, "audit_rounds": audits,
                                  "check_keep": cfg.rechecks, "check_key": self.rng.getrandbits(62),
@@ -840,9 +859,9 @@ class _Run:
         # Re-check the audited rounds (secretly chosen profiled ones plus the final one) and the checked timed rounds
         # against the reference; the outputs were kept in the worker and are fetched with the device shared again.
         with self._stage("recheck", "shared"):
-            return self._recheck(sb, module, ref_model, device, master_t, rep)
+            return self._recheck(sb, module, ref_model, device, master_t, perturb, rep)
 
-    def _recheck(self, sb: Sandbox, module, ref_model, device: str, master_t: int,
+    def _recheck(self, sb: Sandbox, module, ref_model, device: str, master_t: int, perturb: str | None,
                  rep: TimeReply) -> tuple[Timing, Timing]:
         v = self.v
         rounds = sorted(list(rep.audits.items()) + list(rep.checks.items()), key=lambda rc: rc[0])
@@ -854,7 +873,8 @@ class _Run:
                 v.stages["timing"] = "error"
                 v.error = "the candidate's worker returned the kept outputs in a malformed reply"
                 raise _Stop("crashed")
-            _, ref_out, precision = self._reference_case(module, ref_model, seed_for(master_t, r), None, device)
+            _, ref_out, precision = self._reference_case(module, ref_model, seed_for(master_t, r), perturb, device,
+                                                         fallback=False)
             t = self._judge_trial(r, ref_out, outputs.pop(r, None), audit.report, precision)
             del ref_out, precision, outputs
             self._give_back()

@@ -508,7 +508,7 @@ class Worker:
         from musacoder.judge.inputs import nbytes, output_problem, seed_for
         from musacoder.judge.timing import RoundTrip, Timer, rel_sem
 
-        master, n_sets = msg["master_seed"], msg["input_sets"]
+        master, n_sets, perturb = msg["master_seed"], msg["input_sets"], msg.get("perturb")
         warmup, min_rep, max_rep = msg["warmup"], msg["repeats"], msg["max_repeats"]
         budget_ns = msg["budget_s"] * 1e9
         host_hold = msg.get("host_hold_bytes", 1 << 30)
@@ -537,7 +537,7 @@ class Worker:
         self._held = {}
         start = time.perf_counter_ns()
 
-        inputs_for = _RotatingInputs(self, master, n_sets)
+        inputs_for = _RotatingInputs(self, master, n_sets, perturb)
 
         def keep(out):
             return _clone(out) if nbytes(out) < host_hold else _to_host(out)
@@ -555,8 +555,8 @@ class Worker:
             if audit_now:
                 timer.flush()  # the profiler's device time is taken from the L2 state the timed rounds start from
                 try:
-                    out, report = self._forward(args, profile=True, seed=seed_for(master, r), expect=expect,
-                                                exact=False)
+                    out, report = self._forward(args, profile=True, seed=seed_for(master, r), perturb=perturb,
+                                                expect=expect, exact=False)
                 except CandidateError as e:
                     return _candidate_error(e.error, f"forward (timing round {r})")
                 audit_out[r] = {"report": report}
@@ -643,7 +643,8 @@ class Worker:
         if self.candidate is not None or self.ref_model is None:
             raise RuntimeError("time_reference runs only in a reference-only worker after init")
         timer = Timer(self.torch, self.device, msg.get("l2_flush_bytes", 256 << 20))
-        inputs_for, warmup = _RotatingInputs(self, msg["master_seed"], msg["input_sets"]), msg["warmup"]
+        inputs_for = _RotatingInputs(self, msg["master_seed"], msg["input_sets"], msg.get("perturb"))
+        warmup = msg["warmup"]
         times: list[float] = []
         for r in range(warmup + msg["repeats"]):
             t, out = timer.timed(self.ref_model, inputs_for(r))
@@ -660,7 +661,8 @@ class Worker:
         from musacoder.judge.inputs import make_inputs, seed_for
 
         self._compiled = torch.compile(self.ref_model, mode=msg.get("mode") or None)
-        self._compile_sets = [make_inputs(self.task_module, seed_for(msg["master_seed"], 7_000_000 + i), device=self.device)
+        self._compile_sets = [make_inputs(self.task_module, seed_for(msg["master_seed"], 7_000_000 + i),
+                                          perturb=msg.get("perturb"), device=self.device)
                               for i in range(msg["input_sets"])]
         with torch.no_grad():
             for inputs in self._compile_sets:
@@ -683,16 +685,18 @@ class Worker:
 
 class _RotatingInputs:
     """The inputs of timing round r: set r mod P, refilled in place from seed(master, r) before reuse, so contents
-    never repeat while pointers do (the same for the candidate's rounds and the reference's)."""
+    never repeat while pointers do (the same for the candidate's rounds and the reference's), drawn with the
+    perturbation the trusted side chose for timing (`musacoder.judge.inputs`)."""
 
-    def __init__(self, worker, master: int, n_sets: int):
+    def __init__(self, worker, master: int, n_sets: int, perturb: str | None = None):
         self.worker, self.master, self.n_sets, self.sets = worker, master, max(1, n_sets), []
+        self.perturb = perturb
 
     def __call__(self, r: int):
         from musacoder.judge.inputs import make_inputs, seed_for
 
         w = self.worker
-        fresh = make_inputs(w.task_module, seed_for(self.master, r), device=w.device)
+        fresh = make_inputs(w.task_module, seed_for(self.master, r), perturb=self.perturb, device=w.device)
         if len(self.sets) < self.n_sets:
             self.sets.append(fresh)
             return fresh
