@@ -121,3 +121,35 @@ def test_a_thread_pinned_to_fewer_cores_changes_the_worker_s_global_state():
         t.join()
     assert before["thread CPU sets"] == [tuple(cpus)]
     assert (cpus[0],) in during["thread CPU sets"] and during != before
+
+
+def test_operators_outside_aten_are_judged_too():
+    """oneDNN's fused linear (`mkldnn::_linear_pointwise`) records no aten compute op: an operator of any namespace
+    is judged, and none outside aten is plumbing. Ranges, runtime calls and kernels are not operators; an operator
+    nested in another is judged through the outermost."""
+    fwd = _ev("musacoder::candidate_forward", "CPU")
+    fused = _ev("mkldnn::_linear_pointwise", "CPU", parent=fwd)
+    rep = analyse_events([fwd, fused, _ev("aten::empty", "CPU", parent=fused), _ev("mkl::_mkl_linear", "CPU", parent=fwd),
+                          _ev("cudaLaunchKernel", "CPU", parent=fwd), _ev("void k<float>(float*)", "CPU", parent=fwd),
+                          _ev("musacoder::ext::relu_fwd", "CPU", parent=fwd)])
+    assert rep.illegal_ops == ["mkldnn::_linear_pointwise (called from Python in forward)",
+                               "mkl::_mkl_linear (called from Python in forward)"]
+    inside = _ev("aten::linear", "CPU", parent=fwd)
+    rep = analyse_events([fwd, inside, _ev("mkldnn::_linear_pointwise", "CPU", parent=inside)])
+    assert rep.illegal_ops == ["aten::linear (called from Python in forward)"]
+
+
+def test_the_profiler_records_a_fused_onednn_linear_as_an_operator_outside_aten():
+    import pytest
+    import torch
+
+    from musacoder.legality.runtime import FORWARD_RANGE
+
+    if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+        pytest.skip("this torch has no oneDNN fused linear")
+    x, w, b = torch.randn(4, 8), torch.randn(16, 8), torch.randn(16)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with torch.profiler.record_function(FORWARD_RANGE):
+            torch.ops.mkldnn._linear_pointwise(x, w, b, "gelu", [], "tanh")
+    rep = analyse_events(prof.events())
+    assert any(op.startswith("mkldnn::_linear_pointwise") for op in rep.illegal_ops), rep.illegal_ops

@@ -1,6 +1,9 @@
-"""Runtime legality: which aten ops ran inside the candidate's forward, read from `torch.profiler` events.
+"""Runtime legality: which operators ran inside the candidate's forward, read from `torch.profiler` events.
 
-Only the *outermost* aten op of each call chain is judged (whitelisted composites such as `empty_like` dispatch into
+Every registered operator is judged, whatever its namespace: `aten::` ops against the whitelist, and those of any
+other namespace (`mkldnn::`, `mkl::`, `quantized::`, `prims::`, oneDNN's, c10d's …: whole layers, GEMMs and
+convolutions PyTorch registers outside ATen) are never plumbing, so they are illegal.
+Only the *outermost* operator of each call chain is judged (whitelisted composites such as `empty_like` dispatch into
 internals like `empty_strided`, which are fine); an op called from inside the candidate's C++ wrapper is seen too,
 nested under the `musacoder::ext::<fn>` range the build hook opens, and reported as coming from there.
 """
@@ -49,6 +52,37 @@ def own_kernels(kernels: list[str], defs: list[str]) -> list[str]:
                 out.append(k)
                 break
     return out
+
+
+# Operator namespaces besides `aten` (those of the dispatcher's registry are added at run time, `_op_namespaces`);
+# `musacoder` holds the harness's own ranges, `profiler` the record-function ops behind them (neither is reachable
+# from candidate code)
+OTHER_OP_NAMESPACES = {"prims", "prim", "quantized", "_quantized", "mkldnn", "mkldnn_prepacked", "mkl", "onednn",
+                       "c10d", "_c10d_functional", "_c10d_functional_autograd", "sparse", "inductor", "xnnpack",
+                       "prepacked", "fbgemm", "symm_mem", "torchvision", "torchaudio", "_native", "static_runtime"}
+NOT_OPERATORS = {"musacoder", "profiler"}
+_registry: frozenset[str] | None = None
+
+
+def _op_namespaces() -> frozenset[str]:
+    """The namespaces of every operator the dispatcher has registered (read once: ATen's, oneDNN's, MKL's …)."""
+    global _registry
+    if _registry is None:
+        try:
+            import torch
+
+            _registry = frozenset(n.split("::")[0] for n in torch._C._dispatch_get_all_op_names())
+        except Exception:  # noqa: BLE001 - an older torch without the call: the fixed list alone
+            _registry = frozenset()
+    return _registry
+
+
+def is_operator(name: str) -> bool:
+    """Whether a profiler event is a dispatcher operator (`ns::op`), not a range, a runtime call or a kernel."""
+    ns, sep, rest = name.partition("::")
+    if not sep or not rest or ns in NOT_OPERATORS or not ns.isidentifier():
+        return False
+    return ns == "aten" or ns in OTHER_OP_NAMESPACES or ns in _op_namespaces()
 
 
 def aten_allowed(op: str) -> bool:
@@ -108,17 +142,17 @@ def analyse_events(events) -> RuntimeReport:
             rep.device_kernels.append(name)
             rep.device_time_ms += ev.time_range.elapsed_us() / 1000.0
             continue
-        if not name.startswith("aten::"):
+        if not is_operator(name):
             continue
         anc = list(_ancestors(ev))
-        if any(a.name.startswith("aten::") for a in anc):
-            continue  # nested inside another aten op: judged through its outermost op
+        if any(is_operator(a.name) for a in anc):
+            continue  # nested inside another operator: judged through its outermost one
         rep.all_ops.append(name)
         ext = next((a.name[len(EXT_RANGE):] for a in anc if a.name.startswith(EXT_RANGE)), None)
         other = caller is not None and getattr(ev, "thread", caller) != caller
         if ext is None and not other:
             rep.python_op_counts[name] = rep.python_op_counts.get(name, 0) + 1
-        if aten_allowed(name):
+        if name.startswith("aten::") and aten_allowed(name):
             continue
         if other:
             where = "called on another thread by the candidate's native code (an OpenMP region or a thread it started)"
