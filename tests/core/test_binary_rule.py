@@ -66,6 +66,9 @@ def test_nested_name(symbol, names):
     ("setpriority", "scheduling"),
     ("_ZN2at15set_num_threadsEi", "scheduling"),
     ("_ZN2at12hasCallbacksEv", "profiler"),  # true only while the profiler watches: a watched-call detector
+    # tenth round: the dispatcher's own test for a watched call, and the heap the profiler's records grow
+    ("_ZN2at27getStepCallbacksUnlessEmptyENS_11RecordScopeE", "profiler"),
+    ("mallinfo2", "profiler"),
     # fifth round: the interpreter reached from native code (the worker's clock replaced, the profiler's state read)
     ("PySys_GetObject", "reaches into the Python interpreter"),
     ("PyMapping_GetItemString", "reaches into the Python interpreter"),

@@ -304,6 +304,17 @@ class ModelNew(nn.Module):
     # getattr and eval under other names
     ("import operator\ns = operator.attrgetter('sys')(torch)\n", "attrgetter"),
     ("import typing\nh = typing.get_type_hints\n", "get_type_hints"),
+    # tenth round: a string evaluated through a forward reference (any name, private ones included), and the
+    # arithmetic of `operator` handed around as values
+    ("import typing\nimport typing_extensions\nR = typing.get_args(typing.List['torch.ops.mkldnn'])[0]\n"
+     "O = typing_extensions.evaluate_forward_ref(R)\n", "typing.get_args"),
+    ("from typing_extensions import evaluate_forward_ref\n", "evaluate_forward_ref"),
+    ("import functools\nimport operator\nmm = functools.partial(functools.reduce, operator.matmul)\n",
+     "operator.matmul"),
+    ("from operator import mul\n", "operator.mul"),
+    # code loaded from elsewhere and worker processes
+    ("h = torch.hub.load\n", "torch.hub"),
+    ("from torch.utils.data import DataLoader\n", "torch.utils.data"),
     # scheduling of the process the reference is timed in
     ("import os\nos.sched_setaffinity(0, {0})\n", "sched_setaffinity"),
     ("import os\nos.nice(5)\n", "os.nice"),
@@ -358,6 +369,34 @@ def test_operators_on_sizes_are_plumbing():
     assert rules(_OPS.replace("{expr}", "out")) == []
 
 
+_KERNEL_RESULT = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = ext.f(x)
+        if ext.watched():
+            return y
+        n = ext.count(x) + 1
+        return {expr}
+"""
+
+
+@pytest.mark.parametrize("expr", ["y * (y > 0)", "ext.f(x) + 1", "-y[0]", "max(y, x.new_zeros(1))"])
+def test_python_operators_on_what_a_kernel_returns_are_compute(expr):
+    """An extension function's result is a tensor to the operator rules (tenth round: a kernel that returned its
+    input untouched, then `y * (y > 0)` in the calls the profiler did not watch), unless its C++ returns a scalar."""
+    head = HEAD.replace("torch::Tensor f(torch::Tensor x) { return x; }",
+                        "torch::Tensor f(torch::Tensor x) { return x; }\nbool watched() { return false; }\n"
+                        "static inline int64_t count(torch::Tensor x) { return x.numel(); }")
+    got = rules(_KERNEL_RESULT.replace("{expr}", expr), head=head)
+    assert any("arithmetic on the tensor" in v for v in got), got
+    assert rules(_KERNEL_RESULT.replace("{expr}", "y.view(n - 1)"), head=head) == []
+
+
+def test_the_storage_of_a_tensor_is_not_plumbing():
+    got = rules(_OPS.replace("{expr}", "out").replace("return out", "s = out.untyped_storage()\n        return out"))
+    assert any(".untyped_storage()" in v for v in got), got
+
+
 @pytest.mark.parametrize("native,phrase", [
     ("unsigned long long t = __rdtsc();", "time"),
     ("double t = omp_get_wtime();", "time"),
@@ -368,6 +407,10 @@ def test_operators_on_sizes_are_plumbing():
     ("auto t = torch::from_blob(p, {4});", "foreign memory"),
     ("clone(fn, stack, 0, nullptr);", "threads"),
     ("bool watched = at::hasCallbacks();", "profiler"),
+    # tenth round: the dispatcher's own test for a watched call, its header, and the heap the profiler's records grow
+    ("bool watched() { return at::getStepCallbacksUnlessEmpty(at::RecordScope::FUNCTION).has_value(); }", "profiler"),
+    ("#include <ATen/record_function.h>", "profiler"),
+    ("size_t heap() { return mallinfo2().uordblks; }", "profiler"),
     ("struct timespec ts; timespec_get(&ts, 1);", "time"),
     # the standard library's clocks named without std:: (using namespace std), and c10's clock helpers
     ("} using namespace std; void g() { auto t0 = chrono::steady_clock::now();", "time"),

@@ -108,9 +108,12 @@ _FORBIDDEN_NAMESPACES = {
 _TORCH_COMPUTE_LIBS = ("libtorch_cpu", "libtorch_cuda", "libtorch_cuda_linalg", "libtorch_hip")
 _TORCH_API_NAMESPACES = {"at", "c10", "torch", "caffe2", "std", "__gnu_cxx", "__cxxabiv1", "fmt"}
 _OPS = ("at", "_ops")
-_PROFILER_NAME = re.compile(r"RecordFunction|ThreadLocalCallback|GlobalCallback|clearCallbacks|removeCallback|"
+_PROFILER_NAME = re.compile(r"Record_?Function|ThreadLocalCallback|GlobalCallback|clearCallbacks|removeCallback|"
                             r"disableCallback|reenableCallback|hasCallbacks|ThreadLocalDebugInfo|DebugInfoKind|"
-                            r"kineto|cupti|profiler", re.I)
+                            r"kineto|cupti|profiler|StepCallbacks|RecordScope|CallbackHandle|"
+                            # the heap's statistics: the profiler's event records grow it
+                            r"^(?:mallinfo2?|malloc_stats|malloc_info|malloc_usable_size)$",
+                            re.I)
 # looking up or loading code by a name made at run time: the way round an import table
 _DYNAMIC_LOOKUP = re.compile(r"^(dlopen|dlmopen|dlsym|dlvsym|dlinfo|dl_iterate_phdr|dladdr1?|_r_debug|"
                              # ... and the GPU driver's own: its entry points by name, and GPU code loaded from memory

@@ -22,6 +22,9 @@ FORBIDDEN_MODULE_PREFIXES = (
     # Triton's compiler called directly (its kernels then launch past the worker's launch hook), its benchmarking
     # timers, its profiler and its process-wide settings (launch hooks among them)
     "triton.compiler", "triton.testing", "triton.profiler", "triton.knobs",
+    # code loaded from elsewhere, worker processes, exporters that run the model through PyTorch
+    "torch.hub", "torch.package", "torch.utils.data", "torch.utils.model_zoo", "torch.onnx", "torch.utils.collect_env",
+    "torch.utils.bottleneck", "torch.utils.tensorboard", "torch.utils.show_pickle", "torch.serialization",
 )
 # Attributes of allowed modules that may never be referenced (introspection and escape hatches).
 FORBIDDEN_ATTRS = {
@@ -40,6 +43,19 @@ FORBIDDEN_ATTRS.update({
     "typing": {"get_type_hints", "ForwardRef"},
     "typing_extensions": {"get_type_hints", "ForwardRef"},
 })
+# What a candidate may use of `typing` and `typing_extensions` (allow-lists): names for annotations. Their other
+# functions evaluate strings (`get_type_hints`, `ForwardRef`, `evaluate_forward_ref`, `get_args` of a `List["…"]`):
+# `eval` under other names, which reach anything by a string no name rule reads.
+TYPING_ALLOWED = {
+    "Any", "AnyStr", "Callable", "ClassVar", "Dict", "DefaultDict", "Deque", "Final", "FrozenSet", "Generic",
+    "Iterable", "Iterator", "List", "Literal", "Mapping", "MutableMapping", "MutableSequence", "NamedTuple",
+    "NoReturn", "Optional", "Protocol", "Sequence", "Set", "Tuple", "Type", "TypeVar", "TypedDict", "Union",
+    "TYPE_CHECKING", "cast", "overload", "final", "override", "Self", "Never", "TypeAlias", "Annotated", "Hashable",
+    "Sized", "Collection", "Container", "Generator", "ParamSpec", "Concatenate", "Required", "NotRequired",
+}
+# What a candidate may use of `operator` (an allow-list): its arithmetic functions are PyTorch compute on tensors
+# passed around as values (`functools.reduce(operator.matmul, [a, b])`), which no operator rule sees.
+OPERATOR_ALLOWED = {"index", "itemgetter", "length_hint", "is_", "is_not", "truth", "not_", "contains", "getitem"}
 # What a candidate may use of `os` (an allow-list: the rest starts processes, touches files or changes scheduling).
 OS_ALLOWED = {"environ", "path", "getenv", "cpu_count", "sep", "pathsep", "linesep", "name", "fspath", "PathLike",
               "devnull", "curdir", "pardir", "extsep", "getcwd"}
@@ -90,7 +106,7 @@ TENSOR_PLUMBING = {
     "new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided", "zero_", "fill_", "to", "type", "float",
     "half", "bfloat16", "double", "int", "long", "bool", "cuda", "musa", "cpu", "is_cuda", "device", "dtype", "get_device",
     "select", "narrow", "as_strided", "split", "chunk", "unbind", "movedim", "requires_grad_", "is_floating_point",
-    "type_as", "broadcast_to", "storage", "untyped_storage", "data", "weight", "bias",
+    "type_as", "broadcast_to", "data", "weight", "bias",
 }
 # A GPU clock named anywhere in the candidate: PTX's clock registers (Triton's `tl.inline_asm_elementwise` strings,
 # CUDA's inline `asm`), SASS's special registers, and Triton's `tl.extra.cuda.globaltimer` (an attribute by this name
@@ -157,8 +173,11 @@ NATIVE_FORBIDDEN = [
                 r"\bcu(?:da)?Event\w*|\bCUDAEvent\b|\bc10::Event\b|\belapsed_?[Tt]ime\b|getDeviceGuardImpl|"
                 r"VirtualGuardImpl|DeviceGuardImplInterface|device_guard_impl_registry|DeviceGuardImplRegistrar"),
      "uses side streams, events (a timer between two points of a stream), graphs or host callbacks"),
-    (re.compile(r"RecordFunction|profiler|\bkineto\b|cupti|hasCallbacks|hasGlobalCallbacks|hasThreadLocalCallbacks|"
-                r"ThreadLocalDebugInfo|DebugInfoKind|ThreadLocalState", re.I), "inspects the profiler"),
+    (re.compile(r"Record_?Function|profiler|\bkineto\b|cupti|hasCallbacks|hasGlobalCallbacks|hasThreadLocalCallbacks|"
+                r"ThreadLocalDebugInfo|DebugInfoKind|ThreadLocalState|StepCallbacks|RecordScope|CallbackHandle|"
+                # the heap's own statistics: the profiler's event records grow it, so they tell a profiled call
+                r"\bmallinfo2?\b|\bmalloc_(?:stats|info|usable_size|trim)\b|\bsbrk\b|\bmallopt\b", re.I),
+     "inspects the profiler"),
     (re.compile(r"accessPolicyWindow|PersistingL2|cudaStreamSetAttribute|cuStreamSetAttribute|cudaCtxResetPersisting|"
                 r"cudaDeviceSetCacheConfig|cudaDeviceSetSharedMemConfig|cuCtxSetCacheConfig|\bnvml\w*", re.I),
      "changes device-wide cache, L2 persistence or clock settings (they outlive the call and affect the reference "

@@ -24,7 +24,7 @@ from musacoder.legality import resolve as R
 from musacoder.legality.policy import (
     ALLOWED_DUNDERS, ALLOWED_IMPORTS, ARRAY_EXITS, BUILTIN_CALLS, CODE_LOADING_ATTRS, DEVICE_CLOCK, DEVICE_CLOCK_ATTRS,
     FRAME_ATTRS, CPP_EXTENSION_ALLOWED, ESCAPE_MODULE_NAMES, FORBIDDEN_ATTRS,
-    OS_ALLOWED, WARNINGS_ALLOWED, FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PREFIXES,
+    OS_ALLOWED, OPERATOR_ALLOWED, TYPING_ALLOWED, WARNINGS_ALLOWED, FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PREFIXES,
     NATIVE_FORBIDDEN, OPERATOR_MATMUL, PYTHON_METHODS, TENSOR_COMPUTE_FALLBACK, TENSOR_PLUMBING, THREAD_STREAM_NAMES,
     TORCH_PLUMBING, TORCH_SUBMODULE_PLUMBING, VENDOR_PATTERNS,
 )
@@ -56,6 +56,19 @@ def _native_sources(tree: ast.AST) -> str:
 
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)")
 _KERNEL_NAME = re.compile(r"__global__\s+(?:[\w:]+\s+|\*\s*)*?(\w+)\s*\(")
+
+
+_SCALAR_RETURN = re.compile(
+    r"(?:^|[;{}\n])\s*(?:(?:static|inline|extern|constexpr)\s+)*(?:const\s+)?"
+    r"(?:void|bool|char|short|int|long|long\s+long|unsigned(?:\s+(?:int|long|long\s+long))?|float|double|size_t|"
+    r"u?int(?:8|16|32|64)_t|std::string|py::(?:int_|float_|bool_))\s*&?\s+(\w+)\s*\(")
+
+
+def scalar_functions(native: str) -> frozenset[str]:
+    """Names of the C++ functions declared to return a plain scalar, a string or nothing. What any other function
+    of the candidate's extension returns is taken as a tensor by the operator rules (a type spelled another way,
+    through an alias or `auto`, is a tensor to them too)."""
+    return frozenset(_SCALAR_RETURN.findall(native))
 
 
 def kernel_names(native: str) -> list[str]:
@@ -171,6 +184,12 @@ def reach_violation(dotted: str) -> str | None:
             return f"{'.'.join(parts[:i + 1])} is private API of an allowed module"
     if parts[0] == "os" and len(parts) > 1 and parts[1] not in OS_ALLOWED:
         return f"os.{parts[1]} is not allowed (of os only {', '.join(sorted(OS_ALLOWED))})"
+    if parts[0] in ("typing", "typing_extensions") and len(parts) > 1 and parts[1] not in TYPING_ALLOWED:
+        return (f"{parts[0]}.{parts[1]} is not allowed (of {parts[0]} only the names annotations use: its other "
+                "functions evaluate strings)")
+    if parts[0] == "operator" and len(parts) > 1 and parts[1] not in OPERATOR_ALLOWED:
+        return (f"operator.{parts[1]} is not allowed (of operator only {', '.join(sorted(OPERATOR_ALLOWED))}: its "
+                "arithmetic is PyTorch compute on tensors)")
     if parts[0] == "warnings" and len(parts) > 1 and parts[1] not in WARNINGS_ALLOWED:
         return f"warnings.{parts[1]} is not allowed (of warnings only warn: caught warnings read the caller's stack)"
     if parts[:3] == ["torch", "utils", "cpp_extension"] and len(parts) > 3 and parts[3] not in CPP_EXTENSION_ALLOWED:
@@ -356,15 +375,17 @@ def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
 
 class _Tensors:
     """Which expressions of one forward-path function are tensors for certain: forward's own inputs, what torch's
-    allocation and view plumbing returns, views and slices of those, and names bound to them. Python operators on
+    allocation and view plumbing returns, what the candidate's extension functions return (save those whose C++
+    declares a plain scalar or `void`), views and slices of those, and names bound to them. Python operators on
     such a tensor (`x * (x > 0)`, `out += b`) are PyTorch compute through operator overloading. Anything not known to be a tensor (sizes, `self` attributes, helper parameters) is left alone."""
 
     _SCALAR_METHODS = {"size", "numel", "nelement", "dim", "ndimension", "item", "stride", "element_size", "data_ptr",
                        "storage_offset", "get_device", "is_contiguous", "is_floating_point", "tolist", "type"}
     _SCALAR_ATTRS = {"shape", "ndim", "dtype", "device", "is_cuda", "layout", "requires_grad"}
 
-    def __init__(self, an: R.Resolver, fn: ast.AST, scope: R.Scope, is_forward: bool):
-        self.an, self.scope = an, scope
+    def __init__(self, an: R.Resolver, fn: ast.AST, scope: R.Scope, is_forward: bool,
+                 scalar_kernels: frozenset[str] = frozenset()):
+        self.an, self.scope, self.scalar_kernels = an, scope, scalar_kernels
         args = fn.args.posonlyargs + fn.args.args if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
         self.inputs = {a.arg for a in args[1:]} | ({fn.args.vararg.arg} if getattr(fn.args, "vararg", None) else set()) \
             if is_forward else set()
@@ -405,7 +426,9 @@ class _Tensors:
         if isinstance(e, ast.Call):
             if self._builtin_on_tensor(e):
                 return True
-            fv = self.an.value(e.func, self.scope)  # (a kernel's result may be a scalar: not assumed a tensor)
+            fv = self.an.value(e.func, self.scope)
+            if fv.kind == R.KERNEL and not fv.path.endswith("[grid]"):  # an extension function's result: a tensor
+                return fv.path.split(".")[-1] not in self.scalar_kernels  # unless its C++ returns a plain scalar
             if fv.kind == R.TORCH:
                 return fv.path.split(".")[-1] in TORCH_PLUMBING and _torch_call_allowed(fv.path)
             if isinstance(e.func, ast.Attribute) and e.func.attr not in self._SCALAR_METHODS \
@@ -444,6 +467,7 @@ class _ForwardPath:
 
     def __init__(self, an: R.Resolver, rep: StaticReport):
         self.an, self.rep = an, rep
+        self.scalar_kernels = scalar_functions(_native_sources(an.tree))
         self.violations: list[str] = []
         self.functions: list[ast.AST] = []
         self._seen: set[int] = set()
@@ -468,7 +492,7 @@ class _ForwardPath:
     def _check_function(self, fn: ast.AST, scope: R.Scope) -> None:
         parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
         body = fn.body if isinstance(fn.body, list) else [fn.body]
-        tensors = _Tensors(self.an, fn, scope, is_forward=fn is self.forward)
+        tensors = _Tensors(self.an, fn, scope, is_forward=fn is self.forward, scalar_kernels=self.scalar_kernels)
         for node in (n for stmt in body for n in ast.walk(stmt)):
             if isinstance(node, ast.Try):
                 self.violations.append(f"line {node.lineno}: try/except in the forward path is not allowed")
