@@ -49,7 +49,7 @@ def _perturbed(x: torch.Tensor, mode: str, g: torch.Generator) -> torch.Tensor:
     if mode == "scale":
         z = torch.randn(x.shape, generator=g, dtype=torch.float32, device=x.device).to(x.dtype)
         return x * torch.exp(0.5 * z)
-    x = x - x.float().mean().to(x.dtype)
+    x = x - x.mean(dtype=torch.float32).to(x.dtype)  # no float32 copy of a half-precision input
     if mode == "slice" and x.numel():
         n = x.numel()
         length = max(1, n // 16)
