@@ -99,6 +99,9 @@ def test_memory_reservation_is_held_until_the_worker_is_gone(monkeypatch, tmp_pa
     from musacoder.judge.sandbox import Sandbox
     from musacoder.judge.slots import DEVICE_SLOTS
 
+    import gc
+
+    gc.collect()  # sandboxes earlier tests left to the collector close now, not under the spy
     seen = []
     close = Sandbox.close
 
