@@ -392,6 +392,57 @@ def test_python_operators_on_what_a_kernel_returns_are_compute(expr):
     assert rules(_KERNEL_RESULT.replace("{expr}", "y.view(n - 1)"), head=head) == []
 
 
+_HELPERS = """
+import functools
+import itertools
+
+
+def h(t):
+    return t * (t > 0)
+
+
+class Helper:
+    def run(self, t):
+        return t * (t > 0)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        {body}
+"""
+
+
+@pytest.mark.parametrize("body", [
+    "return h(x)", "return h(t=ext.f(x))", "return h(*[ext.f(x)])", "return Helper().run(ext.f(x))",
+    "return (lambda t: t * (t > 0))(ext.f(x))",
+    "a, b = ext.f(x), 1\n        return a * (a > 0)",
+    "return [t * (t > 0) for t in [ext.f(x)]][0]",
+    "self.y = ext.f(x)\n        return self.y * (self.y > 0)",
+    "for t in (x,):\n            return t * (t > 0)",
+])
+def test_tensors_are_followed_into_helpers_loops_unpacking_and_attributes(body):
+    """Tenth round: with a test for a watched call in hand, a candidate computed with Python operators only where
+    the profiler did not look, on values the operator rules did not follow (a helper's parameter, a lambda's, a
+    loop's or an unpacking's target, `self.y`, an input rebound by `x = x.contiguous()`)."""
+    got = rules(_HELPERS.replace("{body}", body))
+    assert any("arithmetic on the tensor" in v for v in got), got
+
+
+@pytest.mark.parametrize("body,phrase", [
+    ("return next(itertools.starmap(type(x).matmul, [(x, x)]))", "type(x).matmul"),
+    ("return functools.reduce(max, [ext.f(x), x.new_zeros(())])", "builtin max passed as a function"),
+])
+def test_tensor_ops_taken_as_values_are_rejected(body, phrase):
+    got = rules(_HELPERS.replace("{body}", body))
+    assert any(phrase in v for v in got), got
+
+
+def test_a_helper_given_sizes_stays_plumbing():
+    body = "n = x.numel()\n        blocks = (lambda m, b: (m + b - 1) // b)(n, 256)\n        return ext.f(x, blocks)"
+    assert rules(_HELPERS.replace("{body}", body)) == []
+
+
 def test_the_storage_of_a_tensor_is_not_plumbing():
     got = rules(_OPS.replace("{expr}", "out").replace("return out", "s = out.untyped_storage()\n        return out"))
     assert any(".untyped_storage()" in v for v in got), got

@@ -373,6 +373,16 @@ def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
     return v
 
 
+class _Element(ast.expr):
+    """A synthetic node: one element of `of` (a loop's or an unpacking's target)."""
+
+    _fields = ()
+
+    def __init__(self, of: ast.AST):
+        super().__init__()
+        self.of = of
+
+
 class _Tensors:
     """Which expressions of one forward-path function are tensors for certain: forward's own inputs, what torch's
     allocation and view plumbing returns, what the candidate's extension functions return (save those whose C++
@@ -384,20 +394,38 @@ class _Tensors:
     _SCALAR_ATTRS = {"shape", "ndim", "dtype", "device", "is_cuda", "layout", "requires_grad"}
 
     def __init__(self, an: R.Resolver, fn: ast.AST, scope: R.Scope, is_forward: bool,
-                 scalar_kernels: frozenset[str] = frozenset()):
+                 scalar_kernels: frozenset[str] = frozenset(), tensor_params: frozenset[str] = frozenset()):
         self.an, self.scope, self.scalar_kernels = an, scope, scalar_kernels
         args = fn.args.posonlyargs + fn.args.args if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
         self.inputs = {a.arg for a in args[1:]} | ({fn.args.vararg.arg} if getattr(fn.args, "vararg", None) else set()) \
             if is_forward else set()
+        self.inputs |= tensor_params  # a helper's parameters that a forward-path call passes tensors to
         self.bound: dict[str, list[ast.AST]] = {}
+        self.self_attrs: dict[str, list[ast.AST]] = {}  # `self.y = <tensor>` in this function
         for node in ast.walk(fn):
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
-                    if isinstance(t, ast.Name):
-                        self.bound.setdefault(t.id, []).append(node.value)
+                    self._bind(t, node.value)
             elif isinstance(node, ast.NamedExpr):
                 self.bound.setdefault(node.target.id, []).append(node.value)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                self._bind(node.target, _Element(node.iter))  # what iterating a tensor or a tuple of them yields
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        self._bind(item.optional_vars, item.context_expr)
         self._active: set[int] = set()
+
+    def _bind(self, target: ast.AST, value: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            self.bound.setdefault(target.id, []).append(value)
+        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+            self.self_attrs.setdefault(target.attr, []).append(value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            pairs = zip(target.elts, value.elts) if isinstance(value, (ast.Tuple, ast.List)) and \
+                len(value.elts) == len(target.elts) else ((t, _Element(value)) for t in target.elts)
+            for t, v in pairs:
+                self._bind(t.value if isinstance(t, ast.Starred) else t, v)
 
     def is_tensor(self, e: ast.AST) -> bool:
         if id(e) in self._active:
@@ -409,10 +437,17 @@ class _Tensors:
             self._active.discard(id(e))
 
     def _is_tensor(self, e: ast.AST) -> bool:
-        if isinstance(e, ast.Name):
-            if e.id in self.bound:
-                return any(self.is_tensor(v) for v in self.bound[e.id])
-            return e.id in self.inputs
+        if isinstance(e, _Element):  # an element of a tuple/list literal, of a tensor, or of what a kernel returned
+            it = e.of
+            if isinstance(it, (ast.Tuple, ast.List, ast.Set)):
+                return any(self.is_tensor(x.value if isinstance(x, ast.Starred) else x) for x in it.elts)
+            if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("zip", "enumerate"):
+                return False  # tuples of them: judged where an element is taken out (a subscript) - not followed
+            return self.is_tensor(it)
+        if isinstance(e, (ast.Tuple, ast.List)) and any(isinstance(x, ast.Starred) for x in e.elts):
+            return False
+        if isinstance(e, ast.Name):  # an input rebound (`x = x.contiguous()`) is still one
+            return e.id in self.inputs or any(self.is_tensor(v) for v in self.bound.get(e.id, ()))
         if isinstance(e, ast.Subscript):
             return self.is_tensor(e.value)
         if isinstance(e, ast.Attribute):
@@ -420,6 +455,8 @@ class _Tensors:
                 return self.is_tensor(e.value)
             if e.attr in self._SCALAR_ATTRS:
                 return False
+            if isinstance(e.value, ast.Name) and e.value.id == "self" and e.attr in self.self_attrs:
+                return any(self.is_tensor(v) for v in self.self_attrs[e.attr])
             return self.an.value(e, self.scope).kind == R.SUBMODULE_MEMBER and e.attr in ("weight", "bias")
         if isinstance(e, (ast.BinOp, ast.UnaryOp)):
             return any(self.is_tensor(x) for x in ([e.left, e.right] if isinstance(e, ast.BinOp) else [e.operand]))
@@ -460,6 +497,39 @@ class _Tensors:
         return next((ast.unparse(o)[:40] for o in operands if self.is_tensor(o)), None)
 
 
+def _param_names(fn: ast.AST) -> list[str]:
+    a = fn.args
+    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+    names += [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+    return [n for n in names if n not in ("self", "cls")]
+
+
+def _tensor_params(fn: ast.AST, call: ast.Call, tensors: "_Tensors | None") -> frozenset[str]:
+    """The parameters of `fn` that `call` passes a tensor to (positionally, by keyword or unpacked)."""
+    if tensors is None or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return frozenset()
+    a = fn.args
+    positional = [x.arg for x in a.posonlyargs + a.args]
+    if positional and positional[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        positional = positional[1:]
+    out = set()
+    for i, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            if tensors.is_tensor(_Element(arg.value)):
+                out.update(positional[i:] + ([a.vararg.arg] if a.vararg else []))
+            break
+        if tensors.is_tensor(arg):
+            out.add(positional[i] if i < len(positional) else a.vararg.arg if a.vararg else "")
+    for kw in call.keywords:
+        if kw.arg is None or tensors.is_tensor(kw.value):
+            if kw.arg is None:
+                out.update(_param_names(fn))
+            else:
+                out.add(kw.arg if kw.arg in _param_names(fn) else (a.kwarg.arg if a.kwarg else ""))
+    out.discard("")
+    return frozenset(out)
+
+
 class _ForwardPath:
     """ModelNew.forward and everything it reaches that the analysis can resolve: methods, module functions, lambdas,
     partials and the `forward` of the file's own modules. Checks every call there, collecting violations, the own
@@ -472,6 +542,7 @@ class _ForwardPath:
         self.functions: list[ast.AST] = []
         self._seen: set[int] = set()
         self._todo: list[tuple[ast.AST, R.Scope]] = []
+        self._tensor_params: dict[int, frozenset[str]] = {}  # per function: parameters passed tensors
 
     def run(self) -> list[str]:
         an = self.an
@@ -484,15 +555,19 @@ class _ForwardPath:
             self._check_function(fn, scope)
         return self.violations
 
-    def _follow(self, fn: ast.AST, scope: R.Scope) -> None:
-        if id(fn) not in self._seen:
+    def _follow(self, fn: ast.AST, scope: R.Scope, tensor_params: frozenset[str] = frozenset()) -> None:
+        """Queue `fn` for checking; again if a call now passes tensors to parameters no earlier call did."""
+        known = self._tensor_params.get(id(fn), frozenset())
+        if id(fn) not in self._seen or not tensor_params <= known:
             self._seen.add(id(fn))
+            self._tensor_params[id(fn)] = known | tensor_params
             self._todo.append((fn, scope))
 
     def _check_function(self, fn: ast.AST, scope: R.Scope) -> None:
         parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
         body = fn.body if isinstance(fn.body, list) else [fn.body]
-        tensors = _Tensors(self.an, fn, scope, is_forward=fn is self.forward, scalar_kernels=self.scalar_kernels)
+        tensors = _Tensors(self.an, fn, scope, is_forward=fn is self.forward, scalar_kernels=self.scalar_kernels,
+                           tensor_params=self._tensor_params.get(id(fn), frozenset()))
         for node in (n for stmt in body for n in ast.walk(stmt)):
             if isinstance(node, ast.Try):
                 self.violations.append(f"line {node.lineno}: try/except in the forward path is not allowed")
@@ -502,7 +577,12 @@ class _ForwardPath:
                 self.violations.append(f"line {node.lineno}: arithmetic on the tensor {operand} ({ast.unparse(node)[:60]}) "
                                        "runs PyTorch ops; compute in your kernels")
             elif isinstance(node, ast.Call):
-                self._check_call(node, scope)
+                self._check_call(node, scope, tensors)
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call) and \
+                    isinstance(node.value.func, ast.Name) and node.value.func.id == "type" and \
+                    node.attr not in ("__name__", "__qualname__"):
+                self.violations.append(f"line {node.lineno}: {ast.unparse(node)[:60]} reaches a tensor method through "
+                                       "the class (a PyTorch op taken as a value); compute in your kernels")
             elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
                 parent = parents.get(id(node))
                 if isinstance(parent, ast.Attribute) or (isinstance(parent, ast.Call) and parent.func is node):
@@ -516,15 +596,19 @@ class _ForwardPath:
         if val.kind == R.TORCH and _is_torch_compute_function(val.path):
             self.violations.append(f"line {node.lineno}: {val.path} is a PyTorch compute op passed as a function; "
                                    "forward must use your own kernels")
-        elif val.kind == R.FUNCTION:
+        elif val.kind == R.FUNCTION:  # called by other code (a Triton grid, a callback): its arguments are unseen
             self._follow(val.node, val.scope)
+        elif isinstance(node, ast.Name) and node.id in _Tensors._MATH_BUILTINS and isinstance(parent, ast.Call) \
+                and node in parent.args:
+            self.violations.append(f"line {node.lineno}: the builtin {node.id} passed as a function runs PyTorch ops "
+                                   "on tensors; compute in your kernels")
         elif val.kind == R.TRITON and not isinstance(parent, ast.Subscript):
             self.rep.deferred.append(f"line {node.lineno}: Triton kernel {val.path} handed to other code")
 
     def _defer(self, call: ast.Call) -> None:
         self.rep.deferred.append(f"line {call.lineno}: {ast.unparse(call.func)}(...)")
 
-    def _check_call(self, call: ast.Call, scope: R.Scope) -> None:
+    def _check_call(self, call: ast.Call, scope: R.Scope, tensors: "_Tensors | None" = None) -> None:
         """Classify one call by what it reaches: own kernel, followed code, torch (whitelist), nn submodule (illegal),
         Python plumbing, or unknown (deferred; a tensor compute method on a receiver that may be a tensor, i.e. one
         not resolved to an extension, a module instance or a plain Python value, is rejected)."""
@@ -551,7 +635,7 @@ class _ForwardPath:
             return
         target = an.callee(fv)
         if target is not None:
-            self._follow(*target)
+            self._follow(*target, _tensor_params(target[0], call, tensors))
             return
         if fv.kind in (R.BUILTIN, R.CLASS, R.PYOBJ) or (isinstance(f, ast.Name) and f.id in BUILTIN_CALLS):
             return
