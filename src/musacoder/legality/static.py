@@ -543,6 +543,11 @@ class _ForwardPath:
         self._seen: set[int] = set()
         self._todo: list[tuple[ast.AST, R.Scope]] = []
         self._tensor_params: dict[int, frozenset[str]] = {}  # per function: parameters passed tensors
+        self._params: set[str] = set()  # of the function being checked
+        self._tuple_types = {t.id for node in an.tree.body if isinstance(node, ast.Assign)
+                             and isinstance(node.value, ast.Call)
+                             and (R.dotted(node.value.func) or "").split(".")[-1] in ("namedtuple", "NamedTuple")
+                             for t in node.targets if isinstance(t, ast.Name)}
 
     def run(self) -> list[str]:
         an = self.an
@@ -564,6 +569,7 @@ class _ForwardPath:
             self._todo.append((fn, scope))
 
     def _check_function(self, fn: ast.AST, scope: R.Scope) -> None:
+        self._params = set(_param_names(fn))
         parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
         body = fn.body if isinstance(fn.body, list) else [fn.body]
         tensors = _Tensors(self.an, fn, scope, is_forward=fn is self.forward, scalar_kernels=self.scalar_kernels,
@@ -606,7 +612,20 @@ class _ForwardPath:
             self.rep.deferred.append(f"line {node.lineno}: Triton kernel {val.path} handed to other code")
 
     def _defer(self, call: ast.Call) -> None:
-        self.rep.deferred.append(f"line {call.lineno}: {ast.unparse(call.func)}(...)")
+        """A call the analysis cannot resolve. Only one through a parameter of the function it stands in (a module or
+        kernel a caller handed over: `def run(module, x): return module.fn(x)`) is left to the runtime evidence; any
+        other (a helper found in a dict by a variable, a value built at run time) is rejected, since the runtime
+        evidence is collected in the profiled calls alone and a candidate may tell those apart."""
+        root = call.func
+        while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+            root = root.func if isinstance(root, ast.Call) else root.value
+        if isinstance(root, ast.Name) and root.id in self._params:
+            self.rep.deferred.append(f"line {call.lineno}: {ast.unparse(call.func)}(...)")
+            return
+        if isinstance(call.func, ast.Name) and call.func.id in self._tuple_types:
+            return  # a named tuple type of the file's (`collections.namedtuple`): its constructor is plumbing
+        self.violations.append(f"line {call.lineno}: {ast.unparse(call.func)[:60]}(...) is a call the analysis cannot "
+                               "follow in the forward path; call your kernels and your own functions directly")
 
     def _check_call(self, call: ast.Call, scope: R.Scope, tensors: "_Tensors | None" = None) -> None:
         """Classify one call by what it reaches: own kernel, followed code, torch (whitelist), nn submodule (illegal),
