@@ -539,3 +539,49 @@ def test_ordinary_build_flags_are_allowed(flags):
     code = (HEAD + _FWD).replace("functions=[", flags + ", functions=[", 1)
     got = check_static(code, "cpu").violations
     assert not any("flag" in v for v in got), got
+
+
+_TRITON = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+{pre}
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, X: tl.constexpr, BLOCK: tl.constexpr):
+    {body}
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        relu_kernel[(1,)](x, out, x.numel(), x, BLOCK=1024)
+        return out
+"""
+_LOAD_STORE = ("offs = tl.arange(0, BLOCK)\n    v = tl.load(x_ptr + offs, mask=offs < n)\n"
+               "    tl.store(out_ptr + offs, tl.where(v > 0, v, 0.0), mask=offs < n)")
+
+
+@pytest.mark.parametrize("pre,body,phrase", [
+    # Triton's interpreter (the triton backend on a CPU) runs a kernel's body as Python, with tensors passed as
+    # tl.constexpr arriving as host tensors, and copies its own globals (`np`, `inspect` …) into the module
+    ("", "np.maximum(np.array(X, copy=None), 0)", "the name 'np' is never defined"),
+    ("", "X.copy_(torch.relu(X))", "the Triton kernel relu_kernel uses torch.relu"),
+    ("import math", "X.copy_(torch.relu(X))", "uses torch.relu"),
+    # Triton calls these with the launch's arguments, outside the forward path the rules walk
+    ("def _hook(nargs):\n    nargs['out_ptr'].copy_(torch.relu(nargs['x_ptr']))\n",
+     _LOAD_STORE, "torch.relu"),
+])
+def test_triton_kernel_bodies_and_launch_hooks_are_judged(pre, body, phrase):
+    code = _TRITON.replace("{pre}", pre).replace("{body}", body)
+    if "_hook" in pre:
+        code = code.replace("@triton.jit", "@triton.autotune(configs=[triton.Config({'BLOCK': 1024}, pre_hook=_hook)], "
+                                           "key=['n'])\n@triton.jit")
+    got = check_static(code, "triton").violations
+    assert any(phrase in v for v in got), got
+
+
+def test_an_honest_triton_kernel_with_a_heuristic_passes():
+    code = _TRITON.replace("{pre}", "").replace("{body}", _LOAD_STORE).replace(
+        "@triton.jit", "@triton.heuristics({'EVEN': lambda args: args['n'] % args['BLOCK'] == 0})\n@triton.jit")
+    assert check_static(code, "triton").violations == []

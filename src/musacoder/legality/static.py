@@ -311,6 +311,56 @@ def _followed_path(node: ast.Attribute, an: R.Resolver, scope) -> str:
     return val.path if val.kind in (R.TORCH, R.LIBRARY) and isinstance(val.path, str) else ""
 
 
+_MODULE_DUNDERS = {"__name__", "__file__", "__doc__", "__spec__", "__package__", "__annotations__"}
+
+
+def _check_names(tree: ast.Module) -> list[str]:
+    """Every name the code reads must be one it binds (assigns, imports, defines, takes as a parameter) or a builtin.
+    Any other could only come from whoever fills the module's globals at run time (Triton's interpreter copies its
+    own, `np` and `inspect` among them, into a kernel's module on its first launch)."""
+    import builtins
+
+    bound = set(dir(builtins)) | _MODULE_DUNDERS
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+    return [f"line {n.lineno}: the name {n.id!r} is never defined or imported in the file (only a value put into the "
+            "module's globals at run time could answer it)"
+            for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound]
+
+
+def _check_triton_bodies(tree: ast.Module, an: R.Resolver) -> list[str]:
+    """A `@triton.jit` body is device code: on a GPU Triton compiles it, but its interpreter (`TRITON_INTERPRET=1`, the
+    triton backend on a CPU) runs it as Python, where it could call PyTorch on tensors passed as `tl.constexpr`. It may
+    reach only Triton and `math`."""
+    v = []
+    for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and n.name in an.triton_kernels):
+        inner = {id(n.value) for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load) and id(node) not in inner:
+                path = an.resolve(node) or ""
+                root = path.split(".")[0]
+                if root in ALLOWED_IMPORTS and root not in ("triton", "math"):
+                    v.append(f"line {node.lineno}: the Triton kernel {fn.name} uses {path}; a kernel's body may use "
+                             "only triton.language, math and its own names")
+    return list(dict.fromkeys(v))
+
+
 def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
     """Whole-file rules: introspection, patching, escape hatches, threads/streams, dispatch overrides, Tensor
     subclasses, broad excepts and any use of the reference `Model`."""
@@ -554,11 +604,30 @@ class _ForwardPath:
         forward = self.forward = an.methods(an.modelnew).get("forward")
         if forward is not None:
             self._follow(forward, an.method_scope(an.modelnew, forward))
+            for fn in self._launch_hooks():  # Triton runs these around the kernels forward launches
+                self._follow(fn, an.module_scope)
         while self._todo:
             fn, scope = self._todo.pop(0)
             self.functions.append(fn)
             self._check_function(fn, scope)
         return self.violations
+
+    def _launch_hooks(self) -> list[ast.AST]:
+        """Functions and lambdas given to Triton's decorators (`autotune`'s `pre_hook`/`post_hook`/`prune_configs_by`,
+        `heuristics`) and to `triton.Config(pre_hook=…)`: Triton calls them with the launch's arguments."""
+        an, out = self.an, []
+        exprs = [d for fn in an.functions.values() if fn.name in an.triton_kernels for d in fn.decorator_list]
+        exprs += [n for n in ast.walk(an.tree) if isinstance(n, ast.Call)
+                  and (an.resolve(n.func) or "").startswith("triton.")]
+        for e in exprs:
+            for node in ast.walk(e):
+                if isinstance(node, ast.Lambda):
+                    out.append(node)
+                elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
+                    val = an.value(node, an.module_scope)
+                    if val.kind == R.FUNCTION:
+                        out.append(val.node)
+        return out
 
     def _follow(self, fn: ast.AST, scope: R.Scope, tensor_params: frozenset[str] = frozenset()) -> None:
         """Queue `fn` for checking; again if a call now passes tensors to parameters no earlier call did."""
@@ -796,7 +865,8 @@ def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> St
     if an.modelnew is None:
         rep.violations.append("no class ModelNew defined")
         return rep
-    v = _check_modelnew(an) + _check_imports(tree) + _check_escape_hatches(tree, an)
+    v = _check_modelnew(an) + _check_imports(tree) + _check_escape_hatches(tree, an) + _check_names(tree) + \
+        _check_triton_bodies(tree, an)
     path = _ForwardPath(an, rep)
     v += path.run()
     if not path.functions:
