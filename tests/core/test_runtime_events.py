@@ -153,3 +153,22 @@ def test_the_profiler_records_a_fused_onednn_linear_as_an_operator_outside_aten(
             torch.ops.mkldnn._linear_pointwise(x, w, b, "gelu", [], "tanh")
     rep = analyse_events(prof.events())
     assert any(op.startswith("mkldnn::_linear_pointwise") for op in rep.illegal_ops), rep.illegal_ops
+
+
+def test_a_tensor_passed_as_a_triton_constexpr_is_refused():
+    """Under Triton's interpreter a tensor given as a `tl.constexpr` reaches the kernel's body as a host tensor (the
+    Triton round: `Y.copy_(X.clamp(min=0))` there); a GPU build never accepts one, so the worker refuses it too."""
+    import pytest
+    import torch
+
+    from musacoder.judge.worker import _refuse_tensor_constexprs
+
+    def kernel(x_ptr, n, X: "tl.constexpr", BLOCK: "tl.constexpr"):
+        pass
+
+    x = torch.zeros(4)
+    _refuse_tensor_constexprs(torch, kernel, "kernel", (x, 4, 3), {"BLOCK": 128})  # scalars: fine
+    with pytest.raises(TypeError, match="tensor was passed as the tl.constexpr X"):
+        _refuse_tensor_constexprs(torch, kernel, "kernel", (x, 4, x), {"BLOCK": 128})
+    with pytest.raises(TypeError, match="tl.constexpr BLOCK"):
+        _refuse_tensor_constexprs(torch, kernel, "kernel", (x, 4), {"X": 1, "BLOCK": x})

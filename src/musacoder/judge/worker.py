@@ -171,6 +171,7 @@ class Worker:
                 fn = getattr(self_, "fn", None)
                 name = getattr(fn, "__name__", None) or getattr(self_, "__name__", "triton_kernel")
                 counts[name] = counts.get(name, 0) + 1
+                _refuse_tensor_constexprs(torch, fn, name, args, kw)
                 if not self.record.profiling:
                     return _orig(self_, *args, **kw)
                 with torch.profiler.record_function(f"musacoder::triton::{name}"):
@@ -681,6 +682,25 @@ class Worker:
             if r >= msg["warmup"]:
                 times.append(t.stream_ms)  # trusted code (inductor's kernels), timed like the eager reference
         return {"ok": True, "compile_ms": times}
+
+
+def _refuse_tensor_constexprs(torch, fn, name: str, args, kw) -> None:
+    """A tensor passed as a `tl.constexpr` is a compile-time constant no GPU build accepts; under Triton's interpreter
+    (the triton backend on a CPU) it reaches the kernel's body as a host tensor, which plain Python could then compute
+    on. Raised as the candidate's error, as the compiler would."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(fn).parameters.values()) if fn is not None else []
+    except (TypeError, ValueError):
+        return
+    bound = dict(zip((p.name for p in params), args)) | {k: v for k, v in kw.items() if k in {p.name for p in params}}
+    for p in params:
+        ann = p.annotation
+        constexpr = "constexpr" in ann if isinstance(ann, str) else getattr(ann, "__name__", "") == "constexpr"
+        if constexpr and isinstance(bound.get(p.name), torch.Tensor):
+            raise TypeError(f"Triton kernel {name}: a tensor was passed as the tl.constexpr {p.name}; constexpr "
+                            "arguments are compile-time scalars")
 
 
 class _RotatingInputs:
