@@ -684,22 +684,35 @@ class Worker:
         return {"ok": True, "compile_ms": times}
 
 
+@functools.lru_cache(maxsize=256)
+def _constexpr_params(fn) -> tuple[tuple[int, str], ...]:
+    """(position, name) of each parameter of a Triton kernel's function annotated `tl.constexpr` (read once per
+    function: launches in timed rounds only look them up)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return ()
+    return tuple((i, p.name) for i, p in enumerate(params)
+                 if ("constexpr" in p.annotation if isinstance(p.annotation, str)
+                     else getattr(p.annotation, "__name__", "") == "constexpr"))
+
+
 def _refuse_tensor_constexprs(torch, fn, name: str, args, kw) -> None:
     """A tensor passed as a `tl.constexpr` is a compile-time constant no GPU build accepts; under Triton's interpreter
     (the triton backend on a CPU) it reaches the kernel's body as a host tensor, which plain Python could then compute
     on. Raised as the candidate's error, as the compiler would."""
-    import inspect
-
-    try:
-        params = list(inspect.signature(fn).parameters.values()) if fn is not None else []
-    except (TypeError, ValueError):
+    if fn is None:
         return
-    bound = dict(zip((p.name for p in params), args)) | {k: v for k, v in kw.items() if k in {p.name for p in params}}
-    for p in params:
-        ann = p.annotation
-        constexpr = "constexpr" in ann if isinstance(ann, str) else getattr(ann, "__name__", "") == "constexpr"
-        if constexpr and isinstance(bound.get(p.name), torch.Tensor):
-            raise TypeError(f"Triton kernel {name}: a tensor was passed as the tl.constexpr {p.name}; constexpr "
+    try:
+        constexprs = _constexpr_params(fn)
+    except TypeError:  # an unhashable callable: read it uncached
+        constexprs = _constexpr_params.__wrapped__(fn)
+    for i, p in constexprs:
+        value = args[i] if i < len(args) else kw.get(p)
+        if isinstance(value, torch.Tensor):
+            raise TypeError(f"Triton kernel {name}: a tensor was passed as the tl.constexpr {p}; constexpr "
                             "arguments are compile-time scalars")
 
 

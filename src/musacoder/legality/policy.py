@@ -37,11 +37,7 @@ FORBIDDEN_ATTRS = {
            "symlink", "rename", "replace", "makedirs", "mkdir", "getpid", "getppid", "killpg", "setsid"},
 }
 FORBIDDEN_ATTRS.update({
-    # dynamic attribute access and evaluation of strings: getattr and eval under other names
-    "operator": {"attrgetter", "methodcaller"},
     "triton": {"compile", "compiler", "testing", "profiler", "knobs"},
-    "typing": {"get_type_hints", "ForwardRef"},
-    "typing_extensions": {"get_type_hints", "ForwardRef"},
 })
 # What a candidate may use of `typing` and `typing_extensions` (allow-lists): names for annotations. Their other
 # functions evaluate strings (`get_type_hints`, `ForwardRef`, `evaluate_forward_ref`, `get_args` of a `List["…"]`):
@@ -54,7 +50,8 @@ TYPING_ALLOWED = {
     "Sized", "Collection", "Container", "Generator", "ParamSpec", "Concatenate", "Required", "NotRequired",
 }
 # What a candidate may use of `operator` (an allow-list): its arithmetic functions are PyTorch compute on tensors
-# passed around as values (`functools.reduce(operator.matmul, [a, b])`), which no operator rule sees.
+# passed around as values (`functools.reduce(operator.matmul, [a, b])`), which no operator rule sees, and
+# `attrgetter`/`methodcaller` are getattr by a string.
 OPERATOR_ALLOWED = {"index", "itemgetter", "length_hint", "is_", "is_not", "truth", "not_", "contains", "getitem"}
 # What a candidate may use of `os` (an allow-list: the rest starts processes, touches files or changes scheduling).
 OS_ALLOWED = {"environ", "path", "getenv", "cpu_count", "sep", "pathsep", "linesep", "name", "fspath", "PathLike",

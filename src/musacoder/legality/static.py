@@ -338,6 +338,8 @@ def _check_names(tree: ast.Module) -> list[str]:
             bound.add(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             bound.add(node.rest)
+        elif type(node).__name__ in ("TypeVar", "ParamSpec", "TypeVarTuple"):  # `def f[T](x: T)`, Python 3.12+
+            bound.add(node.name)
     return [f"line {n.lineno}: the name {n.id!r} is never defined or imported in the file (only a value put into the "
             "module's globals at run time could answer it)"
             for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound]
@@ -585,9 +587,9 @@ class _ForwardPath:
     partials and the `forward` of the file's own modules. Checks every call there, collecting violations, the own
     kernels called and the calls it could not resolve."""
 
-    def __init__(self, an: R.Resolver, rep: StaticReport):
+    def __init__(self, an: R.Resolver, rep: StaticReport, native: str):
         self.an, self.rep = an, rep
-        self.scalar_kernels = scalar_functions(_native_sources(an.tree))
+        self.scalar_kernels = scalar_functions(native)
         self.violations: list[str] = []
         self.functions: list[ast.AST] = []
         self._seen: set[int] = set()
@@ -867,12 +869,12 @@ def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> St
         return rep
     v = _check_modelnew(an) + _check_imports(tree) + _check_escape_hatches(tree, an) + _check_names(tree) + \
         _check_triton_bodies(tree, an)
-    path = _ForwardPath(an, rep)
+    native = _native_sources(tree)
+    path = _ForwardPath(an, rep, native)
     v += path.run()
     if not path.functions:
         v.append("ModelNew has no forward method")
     v += _check_native_build(an, backend, allow_vendor_libs)
-    native = _native_sources(tree)
     if backend == "musa":  # the native rules are written against CUDA names; MUSA's are read as those
         from musacoder.port.cpp import musa_names_as_cuda
 
