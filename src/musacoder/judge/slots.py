@@ -16,6 +16,19 @@ import torch
 
 from musacoder.judge.inputs import make_init_inputs, nbytes
 
+
+def is_oom(e: BaseException) -> bool:
+    """Whether an exception is running out of device memory, by its type or its message (an extension's own error
+    names it only in text). The one rule for both sides of the pipe; in the worker, `e` may be a candidate's exception
+    whose `str` raises, which counts as not out of memory."""
+    if isinstance(e, torch.OutOfMemoryError):
+        return True
+    try:
+        text = f"{type(e).__name__}: {str(e)[:4000]}"
+    except BaseException:  # noqa: BLE001 - a candidate's exception whose message cannot be made
+        return False
+    return "OutOfMemoryError" in text or "out of memory" in text
+
 class DeviceSlots:
     """The run pool's scheduler: which verification may use which device, and how.
 
