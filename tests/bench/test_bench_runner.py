@@ -205,3 +205,40 @@ def test_cli_bench_and_report(tmp_path, monkeypatch):
     assert res.exit_code == 2 and "not a benchmark run directory" in res.output
     res = cli.invoke(app, ["bench", "--model", "dir:/x", "--suite", "bogus", "--out", str(tmp_path / "r2")])
     assert res.exit_code == 2 and "unknown suite" in res.output
+
+
+def test_default_backend_follows_the_hardware_and_the_run_dir(tmp_path, monkeypatch):
+    """Without --backend: cuda only where a CUDA GPU is visible, cpu elsewhere (a cuda default on a GPU-less machine
+    made every sample fail), and a run directory keeps the backend it was started with."""
+    import torch
+
+    from musacoder.bench.suites import default_backend
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert default_backend(None)[0] == "cpu"
+    assert default_backend(tmp_path / "fresh")[0] == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "Fake GPU")
+    backend, why = default_backend(tmp_path / "fresh")
+    assert backend == "cuda" and "Fake GPU" in why
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text(json.dumps({"backend": "triton"}))
+    assert default_backend(tmp_path / "run")[0] == "triton"
+
+
+def test_cli_bench_says_which_backend_it_chose(tmp_path, monkeypatch):
+    import torch
+    from typer.testing import CliRunner
+
+    import musacoder.bench.runner as runner_mod
+    from musacoder.cli import app
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(runner_mod, "default_verifier", FakeVerifier())
+    write_responses(tmp_path / "resp", {"1_relu_tiny": {"0.txt": "PASS 2.0"}})
+    res = CliRunner().invoke(app, ["bench", "--model", f"dir:{tmp_path / 'resp'}", "--suite", SUITE, "--samples", "1",
+                                   "--turns", "1", "--tasks", "1_relu_tiny", "--set", "batch_size=2", "--no-progress",
+                                   "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert "backend cpu (no CUDA GPU is visible" in res.output
+    assert json.loads((tmp_path / "run/config.json").read_text())["backend"] == "cpu"

@@ -27,7 +27,9 @@ def bench(
     suite: Annotated[str, typer.Option(help="kernelbench:level1[,level2,…], kernelbench, examples or dir:PATH.")] = "kernelbench:level1",
     kernelbench_dir: Annotated[Optional[str], typer.Option(envvar="KERNELBENCH_DIR", help="KernelBench root with level1/ … (default $KERNELBENCH_DIR).")] = None,
     tasks: Annotated[Optional[str], typer.Option(help="Comma-separated globs on task names, e.g. '1_*,19_ReLU'.")] = None,
-    backend: Annotated[str, typer.Option(help="cuda, triton, cpu or musa (MUSA: needs torch_musa; eager baseline only).")] = "cuda",
+    backend: Annotated[Optional[str], typer.Option(help="cuda, triton, cpu or musa (MUSA: needs torch_musa; eager baseline "
+                                                    "only). Default: the backend the run directory was started with, "
+                                                    "else cuda where a CUDA GPU is visible and cpu where none is.")] = None,
     samples: Annotated[int, typer.Option(min=1, help="Samples per task (k).")] = 8,
     turns: Annotated[int, typer.Option(min=1, help="Most responses per sample; feedback between turns.")] = 3,
     keep_optimizing: Annotated[bool, typer.Option(help="Continue after a passing turn instead of stopping.")] = False,
@@ -49,8 +51,12 @@ def bench(
     from rich.console import Console
 
     from musacoder.bench.runner import BenchConfig, ResumeError, run_bench
-    from musacoder.bench.suites import SuiteError
+    from musacoder.bench.suites import SuiteError, default_backend
 
+    console = Console()
+    if backend is None:
+        backend, why = default_backend(out)
+        console.print(f"bench: backend {backend} ({why})", soft_wrap=True)
     config = BenchConfig(
         model=model, model_args=_pairs(model_arg, "--model-arg"), suite=suite, kernelbench_dir=kernelbench_dir,
         tasks=[t.strip() for t in (tasks or "").split(",") if t.strip()], backend=backend, samples=samples,
@@ -58,7 +64,6 @@ def bench(
         seed=seed, metadata=metadata, few_shot=few_shot, overrides=_pairs(set_, "--set"), workers=workers,
         verify=_pairs(verify_arg, "--verify-arg"),
     )
-    console = Console()
     try:
         verifier = None
         if backend == "musa" and not verifier_url:  # refuse now, with the reason, rather than per verdict

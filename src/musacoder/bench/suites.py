@@ -109,3 +109,24 @@ def apply_suite_overrides(tasks: list[Task], overrides: dict[str, Any]) -> list[
     if unused:
         raise SuiteError(f"--set {', '.join(unused)}: no task in the suite defines that size constant")
     return out
+
+
+def default_backend(run_dir: Path | None = None) -> tuple[str, str]:
+    """The backend a run uses when `--backend` is not given, and why: a run directory that already has a
+    `config.json` keeps the backend it was started with (so a resume on another machine verifies what it started
+    verifying), else `cuda` where PyTorch sees a CUDA GPU and `cpu` where it does not. A cuda default on a machine
+    without a GPU would make every sample `illegal` or `infra_error` without anything saying why."""
+    import json
+
+    if run_dir is not None:
+        try:
+            started = json.loads((Path(run_dir) / "config.json").read_text()).get("backend")
+        except (OSError, ValueError, AttributeError):
+            started = None
+        if isinstance(started, str) and started:
+            return started, f"the backend {run_dir} was started with"
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda", f"a CUDA GPU is visible ({torch.cuda.get_device_name(0)})"
+    return "cpu", "no CUDA GPU is visible here; pass --backend cuda to ask for CUDA kernels anyway"
