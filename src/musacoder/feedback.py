@@ -2,7 +2,8 @@
 
 Two branches, as in the paper: a correct, legal candidate is told its timings and to optimise only; anything else is
 told what failed (trimmed compiler errors, failing trials with their errors, illegal ops and where they came from)
-and to fix correctness first.
+and what to do next for that status (`NEXT`): only an `incorrect` verdict is a correctness failure; a crash, a hang,
+an illegal answer or an unusable response each get their own advice, and a verifier failure gets none.
 """
 
 from __future__ import annotations
@@ -75,10 +76,27 @@ def render_feedback(v: Verdict, round_index: int | None = None) -> str:
             parts.append(f"- trial {t.trial}: {t.message}")
     if v.error and s in ("runtime_error", "crashed", "timeout", "infra_error", "extract_error"):
         parts.append(_tail(v.error, 25))
-    if s != "infra_error":
-        parts.append("Next: fix correctness first — the output must match the reference exactly in structure, shape and "
-                     "dtype, within tolerance, computed by your own kernels with no PyTorch compute ops.")
+    if s in NEXT:
+        parts.append(NEXT[s])
     return "\n".join(parts)
+
+
+# What to do next, per failing status (`infra_error` has none: the verifier failed, not the candidate).
+NEXT = {
+    "extract_error": "Next: answer with exactly one ```python block that defines class ModelNew(nn.Module), with any "
+                     "C++/CUDA source inside it as strings.",
+    "illegal": "Next: remove what the violations name — compute only in your own kernels (no PyTorch compute ops, "
+               "fallbacks, submodule calls or broad try/except in forward).",
+    "compile_error": "Next: fix the compiler errors above; the rest of the answer was not run.",
+    "runtime_error": "Next: fix the error above (argument counts and types, shapes, dtypes and devices passed to your "
+                     "kernels), then check correctness.",
+    "incorrect": "Next: fix correctness first — the output must match the reference exactly in structure, shape and "
+                 "dtype, within tolerance, computed by your own kernels with no PyTorch compute ops.",
+    "timeout": "Next: make every kernel and loop terminate (no unbounded loops, deadlocks or waits on other blocks) and "
+               "launch enough parallel work for the full input size.",
+    "crashed": "Next: find the crash — check index bounds of every read and write, the sizes of what you allocate and "
+               "the launch configuration against the input shapes.",
+}
 
 
 def _tail(text: str, n: int) -> str:

@@ -93,10 +93,33 @@ def parse_override(text: str) -> tuple[str, int | float | bool | str]:
     return name, value
 
 
-def apply_overrides(source: str, overrides: dict[str, Any], where: str = "task") -> str:
-    """Rewrite the module-level assignments of the named constants; unknown names are an error."""
-    if not overrides:
-        return source
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, tuple):
+        return "tuple"
+    return type(value).__name__
+
+
+def _fits(new: Any, old: Any) -> bool:
+    """Whether an override value can stand where the task's constant stood: the same kind (an int where an int was,
+    an int or a float where a float was, a tuple of elements that fit the old first element's kind where a tuple was)."""
+    if isinstance(old, tuple):
+        return isinstance(new, tuple) and (not old or all(_fits(a, old[0]) for a in new))
+    if _kind(old) == "float":
+        return _kind(new) in ("int", "float")
+    return _kind(new) == _kind(old)
+
+
+def check_overrides(source: str, overrides: dict[str, Any], where: str = "task") -> None:
+    """Raise TaskError unless every override names a size constant of the task and has that constant's kind
+    (`--set batch_size=abc` for `batch_size = 16` is refused here, before anything is built or run)."""
     known = size_constants(source)
     unknown = sorted(set(overrides) - set(known))
     if unknown:
@@ -104,6 +127,18 @@ def apply_overrides(source: str, overrides: dict[str, Any], where: str = "task")
             f"{where}: unknown size constant(s) {', '.join(unknown)}; this task defines: "
             f"{', '.join(sorted(known)) or '(none)'}"
         )
+    for name, value in overrides.items():
+        if not _fits(value, known[name]):
+            raise TaskError(f"{where}: bad value for {name}: {value!r} is a {_kind(value)}, but {name} is "
+                            f"{known[name]!r} in this task (a {_kind(known[name])}); give a value of that kind")
+
+
+def apply_overrides(source: str, overrides: dict[str, Any], where: str = "task") -> str:
+    """Rewrite the module-level assignments of the named constants; unknown names and values of the wrong kind
+    are an error (`check_overrides`)."""
+    if not overrides:
+        return source
+    check_overrides(source, overrides, where)
     tree = syntax.parse(source)
     for node in tree.body:
         target = None
@@ -151,7 +186,11 @@ def load_task(path: str | Path, overrides: dict[str, Any] | None = None) -> Task
     p = Path(path)
     if not p.is_file():
         raise TaskError(f"task file not found: {p}")
-    return task_from_source(p.read_text(), p.stem, level=_level_of(p), path=str(p), overrides=overrides)
+    try:
+        source = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise TaskError(f"task file cannot be read: {p} ({e})") from e
+    return task_from_source(source, p.stem, level=_level_of(p), path=str(p), overrides=overrides)
 
 
 def load_kernelbench_dir(root: str | Path, levels: list[int] | None = None, patterns: list[str] | None = None) -> list[Task]:

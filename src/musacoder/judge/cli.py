@@ -33,138 +33,167 @@ def _parse_sets(sets: list[str]) -> dict:
 
 
 def register(app: typer.Typer) -> None:
+    """Add MooreEval's commands to the `musacoder` app."""
     tasks_app = typer.Typer(help="List tasks (KernelBench layout or the shipped examples).", no_args_is_help=True)
     app.add_typer(tasks_app, name="tasks")
+    tasks_app.command("list")(tasks_list)
+    app.command("doctor")(doctor_cmd)
+    app.command("verify")(verify_cmd)
+    app.command("verify-batch")(verify_batch_cmd)
 
-    @tasks_app.command("list")
-    def tasks_list(
-        kernelbench_dir: Optional[Path] = typer.Option(None, "--kernelbench-dir", envvar="KERNELBENCH_DIR",
-                                                       help="KernelBench folder with level1/ level2/ …; default: the shipped examples."),
-        level: Optional[int] = typer.Option(None, "--level", help="Only this level."),
-        as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
-    ):
-        """List problems with their size constants."""
-        from musacoder.tasks import TaskError, load_kernelbench_dir, load_task, size_constants
 
-        try:
-            if kernelbench_dir is None:
-                ex = Path(__file__).resolve().parents[3] / "examples" / "tasks"
-                tasks = [load_task(p) for p in sorted(ex.glob("*.py"))]
-                if level is not None:
-                    tasks = [t for t in tasks if t.level == level]
-            else:
-                tasks = load_kernelbench_dir(kernelbench_dir, [level] if level else None)
-        except TaskError as e:
-            _fail(str(e))
-        if as_json:
-            for t in tasks:
-                typer.echo(json.dumps({"name": t.name, "level": t.level, "problem_id": t.problem_id, "path": t.path,
-                                       "sizes": size_constants(t.source)}, default=str))
-            return
-        from rich.console import Console
-        from rich.table import Table
+def tasks_list(
+    kernelbench_dir: Optional[Path] = typer.Option(None, "--kernelbench-dir", envvar="KERNELBENCH_DIR",
+                                                   help="KernelBench folder with level1/ level2/ …; default: the shipped examples."),
+    level: Optional[int] = typer.Option(None, "--level", help="Only this level."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+):
+    """List problems with their size constants."""
+    from musacoder.tasks import TaskError, load_kernelbench_dir, load_task, size_constants
 
-        table = Table("level", "task", "size constants")
-        for t in tasks:
-            sizes = ", ".join(f"{k}={v}" for k, v in size_constants(t.source).items())
-            table.add_row(str(t.level if t.level is not None else "-"), t.name, sizes[:90])
-        Console().print(table)
-        typer.echo(f"{len(tasks)} task(s)")
-
-    @app.command("doctor")
-    def doctor_cmd():
-        """What this host allows the sandbox, which isolation layers candidate workers will run in, which tools read
-        built machine code, and what every extension imports under the installed torch (built once, kept in the
-        build cache)."""
-        from musacoder.config import default_cache_dir
-        from musacoder.judge import isolation
-        from musacoder.legality import glue
-        from musacoder.legality.machine_code import tools_report
-
-        typer.echo(isolation.doctor())
-        typer.echo(tools_report())
-        typer.echo(glue.report(default_cache_dir()))
-
-    @app.command("verify")
-    def verify_cmd(
-        task: Path = typer.Option(..., "--task", help="Problem file in KernelBench format."),
-        candidate: Path = typer.Option(..., "--candidate", help="Raw model response or plain code."),
-        backend: Optional[str] = typer.Option(None, "--backend", help="cpu | triton | cuda | musa (default: what the code shows; musa needs torch_musa)."),
-        sets: list[str] = typer.Option([], "--set", help="Size override NAME=VALUE (repeatable)."),
-        as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
-        trials: int = typer.Option(5, "--trials", help="Correctness trials."),
-        no_timing: bool = typer.Option(False, "--no-timing", help="Skip the timing stage."),
-        baseline: str = typer.Option("eager", "--baseline", help="Speedup in the reward against eager or compile."),
-        allow_vendor_libs: bool = typer.Option(False, "--allow-vendor-libs", help="Allow cuBLAS/cuDNN (strict: forbidden)."),
-        timeout: float = typer.Option(180.0, "--timeout", help="Run time limit in seconds."),
-        extra_shapes: list[str] = typer.Option([], "--extra-shape",
-                                               help="Also check at these sizes, e.g. 'batch_size=3,dim=77' (repeatable)."),
-        require_sandbox: bool = typer.Option(False, "--require-sandbox", help=REQUIRE_SANDBOX_HELP),
-    ):
-        """Verify one candidate against one task; exit 0 whenever a verdict was reached."""
-        from musacoder.config import VerifyConfig
-        from musacoder.judge.pipeline import verify
-        from musacoder.records import BACKENDS
-        from musacoder.tasks import TaskError
-
-        if backend is not None and backend not in BACKENDS:
-            _fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-        if baseline not in ("eager", "compile"):
-            _fail("--baseline must be eager or compile")
-        if not candidate.is_file():
-            _fail(f"candidate file not found: {candidate}")
-        _check_sandbox(require_sandbox)
-        try:
-            cfg = VerifyConfig(trials=trials, time_candidate=not no_timing, baseline=baseline,
-                               allow_vendor_libs=allow_vendor_libs, timeout_s=timeout, require_sandbox=require_sandbox,
-                               extra_shapes=[_parse_sets(x.split(",")) for x in extra_shapes])
-            v = verify(task, candidate.read_text(), backend=backend, overrides=_parse_sets(sets), config=cfg)
-        except TaskError as e:
-            _fail(str(e))
-        except ValueError as e:
-            _fail(str(e))
-        if as_json:
-            sys.stdout.write(v.model_dump_json() + "\n")
+    try:
+        if kernelbench_dir is None:
+            ex = Path(__file__).resolve().parents[3] / "examples" / "tasks"
+            tasks = [load_task(p) for p in sorted(ex.glob("*.py"))]
+            if level is not None:
+                tasks = [t for t in tasks if t.level == level]
         else:
-            _print_verdict(v)
-        if v.status == "infra_error":
-            raise typer.Exit(EXIT_INFRA)
+            tasks = load_kernelbench_dir(kernelbench_dir, [level] if level else None)
+    except TaskError as e:
+        _fail(str(e))
+    if as_json:
+        for t in tasks:
+            typer.echo(json.dumps({"name": t.name, "level": t.level, "problem_id": t.problem_id, "path": t.path,
+                                   "sizes": size_constants(t.source)}, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
 
-    @app.command("verify-batch")
-    def verify_batch_cmd(
-        manifest: Path = typer.Argument(..., help="JSONL: id, task, candidate, backend[, set]."),
-        out: Path = typer.Option(..., "--out", help="Results JSONL (appended; a rerun skips done ids)."),
-        workers: int = typer.Option(max(1, (os.cpu_count() or 2) // 2), "--workers", help="Verifications in flight."),
-        trials: int = typer.Option(5, "--trials"),
-        no_timing: bool = typer.Option(False, "--no-timing"),
-        require_sandbox: bool = typer.Option(False, "--require-sandbox", help=REQUIRE_SANDBOX_HELP),
-    ):
-        """Verify a manifest of candidates with a pool of sandboxed workers."""
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    table = Table("level", "task", "size constants")
+    for t in tasks:
+        sizes = ", ".join(f"{k}={v}" for k, v in size_constants(t.source).items())
+        table.add_row(str(t.level if t.level is not None else "-"), t.name, sizes[:90])
+    Console().print(table)
+    typer.echo(f"{len(tasks)} task(s)")
 
-        from musacoder.config import VerifyConfig
-        from musacoder.judge.batch import ManifestError, done_ids, read_manifest, verify_batch
 
-        if not manifest.is_file():
-            _fail(f"manifest not found: {manifest}")
-        _check_sandbox(require_sandbox)
-        try:
-            total = len(read_manifest(manifest))
-        except ManifestError as e:
-            _fail(str(e))
-        already = len(done_ids(out) & {r.id for r in read_manifest(manifest)})
-        counts: dict[str, int] = {}
-        with Progress(TextColumn("verify"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                      TimeElapsedColumn(), transient=False) as prog:
-            bar = prog.add_task("", total=total, completed=already)
+def doctor_cmd():
+    """What this host allows the sandbox, which isolation layers candidate workers will run in, which tools read
+    built machine code, and what every extension imports under the installed torch (built once, kept in the
+    build cache)."""
+    from musacoder.config import default_cache_dir
+    from musacoder.judge import isolation
+    from musacoder.legality import glue
+    from musacoder.legality.machine_code import tools_report
 
-            def on_result(_id, v):
-                counts[v.status] = counts.get(v.status, 0) + 1
-                prog.update(bar, advance=1, description=" ".join(f"{k}:{n}" for k, n in sorted(counts.items())))
+    typer.echo(isolation.doctor())
+    typer.echo(tools_report())
+    typer.echo(glue.report(default_cache_dir()))
 
-            cfg = VerifyConfig(trials=trials, time_candidate=not no_timing, require_sandbox=require_sandbox)
-            n = verify_batch(manifest, out, workers=workers, config=cfg, on_result=on_result)
-        typer.echo(f"{n} new result(s), {already} already in {out}")
+
+REQUIRE_SANDBOX_HELP = "Refuse to verify unless every isolation layer is active here (see `musacoder doctor`)."
+
+
+def verify_cmd(
+    task: Path = typer.Option(..., "--task", help="Problem file in KernelBench format."),
+    candidate: Path = typer.Option(..., "--candidate", help="Raw model response or plain code."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="cpu | triton | cuda | musa (default: what the code shows; musa needs torch_musa)."),
+    sets: list[str] = typer.Option([], "--set", help="Size override NAME=VALUE (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
+    trials: int = typer.Option(5, "--trials", help="Correctness trials."),
+    no_timing: bool = typer.Option(False, "--no-timing", help="Skip the timing stage."),
+    baseline: str = typer.Option("eager", "--baseline", help="Speedup in the reward against eager or compile."),
+    allow_vendor_libs: bool = typer.Option(False, "--allow-vendor-libs", help="Allow cuBLAS/cuDNN (strict: forbidden)."),
+    timeout: float = typer.Option(180.0, "--timeout", help="Run time limit in seconds."),
+    extra_shapes: list[str] = typer.Option([], "--extra-shape",
+                                           help="Also check at these sizes, e.g. 'batch_size=3,dim=77' (repeatable)."),
+    require_sandbox: bool = typer.Option(False, "--require-sandbox", help=REQUIRE_SANDBOX_HELP),
+):
+    """Verify one candidate against one task; exit 0 whenever a verdict was reached, 2 for unusable arguments
+    (before any work), 3 when the verifier itself failed (docs/errors.md)."""
+    from musacoder.config import VerifyConfig
+    from musacoder.judge.pipeline import verify
+
+    task_obj, text, overrides, shapes = _verify_inputs(task, candidate, backend, baseline, sets, extra_shapes)
+    _check_sandbox(require_sandbox)
+    cfg = VerifyConfig(trials=trials, time_candidate=not no_timing, baseline=baseline,
+                       allow_vendor_libs=allow_vendor_libs, timeout_s=timeout, require_sandbox=require_sandbox,
+                       extra_shapes=shapes)
+    try:
+        v = verify(task_obj, text, backend=backend, config=cfg)
+    except ValueError as e:  # TaskError is one: an argument found unusable inside verify
+        _fail(str(e))
+    if as_json:
+        sys.stdout.write(v.model_dump_json() + "\n")
+    else:
+        _print_verdict(v)
+    if v.status == "infra_error":
+        raise typer.Exit(EXIT_INFRA)
+
+
+def _verify_inputs(task: Path, candidate: Path, backend, baseline: str, sets: list[str], extra_shapes: list[str]):
+    """Check every argument of `verify` before any work: the backend and baseline names, the task file (readable,
+    KernelBench format, overrides naming its constants with values of their kind, extra shapes too) and the
+    candidate file (readable). Returns (task, response text, overrides, extra shapes); exits 2 on the first problem."""
+    from musacoder.candidates import read_response
+    from musacoder.records import BACKENDS
+    from musacoder.tasks import TaskError, check_overrides, load_task
+
+    if backend is not None and backend not in BACKENDS:
+        _fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if baseline not in ("eager", "compile"):
+        _fail("--baseline must be eager or compile")
+    overrides = _parse_sets(sets)
+    shapes = [_parse_sets(x.split(",")) for x in extra_shapes]
+    try:
+        t = load_task(task, overrides)
+        for extra in shapes:
+            check_overrides(t.source, {**overrides, **extra}, f"--extra-shape in {task}")
+    except TaskError as e:
+        _fail(str(e))
+    if not candidate.is_file():
+        _fail(f"candidate file not found: {candidate}")
+    try:
+        text = read_response(candidate)
+    except OSError as e:
+        _fail(f"candidate file cannot be read: {candidate} ({e.strerror or e})")
+    return t, text, overrides, shapes
+
+
+def verify_batch_cmd(
+    manifest: Path = typer.Argument(..., help="JSONL: id, task, candidate, backend[, set]."),
+    out: Path = typer.Option(..., "--out", help="Results JSONL (appended; a rerun skips done ids)."),
+    workers: int = typer.Option(max(1, (os.cpu_count() or 2) // 2), "--workers", help="Verifications in flight."),
+    trials: int = typer.Option(5, "--trials"),
+    no_timing: bool = typer.Option(False, "--no-timing"),
+    require_sandbox: bool = typer.Option(False, "--require-sandbox", help=REQUIRE_SANDBOX_HELP),
+):
+    """Verify a manifest of candidates with a pool of sandboxed workers."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from musacoder.config import VerifyConfig
+    from musacoder.judge.batch import ManifestError, done_ids, read_manifest, verify_batch
+
+    if not manifest.is_file():
+        _fail(f"manifest not found: {manifest}")
+    _check_sandbox(require_sandbox)
+    try:
+        total = len(read_manifest(manifest))
+    except ManifestError as e:
+        _fail(str(e))
+    already = len(done_ids(out) & {r.id for r in read_manifest(manifest)})
+    counts: dict[str, int] = {}
+    with Progress(TextColumn("verify"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), transient=False) as prog:
+        bar = prog.add_task("", total=total, completed=already)
+
+        def on_result(_id, v):
+            counts[v.status] = counts.get(v.status, 0) + 1
+            prog.update(bar, advance=1, description=" ".join(f"{k}:{n}" for k, n in sorted(counts.items())))
+
+        cfg = VerifyConfig(trials=trials, time_candidate=not no_timing, require_sandbox=require_sandbox)
+        n = verify_batch(manifest, out, workers=workers, config=cfg, on_result=on_result)
+    typer.echo(f"{n} new result(s), {already} already in {out}")
 
 
 def _print_verdict(v) -> None:
@@ -180,9 +209,6 @@ def _print_verdict(v) -> None:
 
 def _reward_text(reward: float | None) -> str:
     return "none (verifier fault)" if reward is None else f"{reward:+.3f}"
-
-
-REQUIRE_SANDBOX_HELP = "Refuse to verify unless every isolation layer is active here (see `musacoder doctor`)."
 
 
 def _check_sandbox(required: bool) -> None:
