@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
 
 app = typer.Typer(help="musacoder: MooreEval kernel verifier, KernelBench runner and RL for kernel-writing LLMs.",
@@ -24,6 +27,89 @@ def _register_optional() -> None:
 
 
 _register_optional()
+
+
+# `tasks list` and `doctor` are defined here, after the sub-apps registered theirs, so these are the ones the command
+# line runs: Typer keeps the last command registered under a name.
+tasks_app = typer.Typer(help="List tasks (KernelBench layout or the shipped examples).", no_args_is_help=True)
+app.add_typer(tasks_app, name="tasks")
+
+
+@tasks_app.command("list")
+def tasks_list(
+    kernelbench_dir: Optional[Path] = typer.Option(None, "--kernelbench-dir", envvar="KERNELBENCH_DIR",
+                                                   help="KernelBench folder with level1/ level2/ …; default: the "
+                                                        "shipped examples."),
+    level: Optional[int] = typer.Option(None, "--level", help="Only this level."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+) -> None:
+    """List problems with their size constants, one per line; names and sizes are never cut short."""
+    import json
+
+    from musacoder.tasks import TaskError, load_kernelbench_dir, load_task, size_constants
+
+    try:
+        if kernelbench_dir is None:
+            examples = Path(__file__).resolve().parents[2] / "examples" / "tasks"
+            tasks = [load_task(p) for p in sorted(examples.glob("*.py"))]
+            if level is not None:
+                tasks = [t for t in tasks if t.level == level]
+        else:
+            tasks = load_kernelbench_dir(kernelbench_dir, [level] if level else None)
+    except TaskError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
+    if as_json:
+        for t in tasks:
+            typer.echo(json.dumps({"name": t.name, "level": t.level, "problem_id": t.problem_id, "path": t.path,
+                                   "sizes": size_constants(t.source)}, default=str))
+        return
+    # plain columns, not a table fitted to the terminal: a name cut short cannot be passed back to --tasks
+    rows = [(str(t.level if t.level is not None else "-"), t.name,
+             ", ".join(f"{k}={v}" for k, v in size_constants(t.source).items())) for t in tasks]
+    width = max((len(name) for _, name, _ in rows), default=4)
+    typer.echo(f"{'level':<6} {'task':<{width}}  size constants")
+    for lvl, name, sizes in rows:
+        typer.echo(f"{lvl:<6} {name:<{width}}  {sizes}".rstrip())
+    typer.echo(f"{len(tasks)} task(s)")
+
+
+@app.command("doctor")
+def doctor() -> None:
+    """What this host allows the sandbox, which isolation layers candidate workers will run in, which tools read
+    built machine code, and what every extension imports under the installed torch (built once, kept in the build
+    cache). Each check says on stderr what it is doing while it runs; the report goes to stdout."""
+    from rich.console import Console
+
+    status = Console(stderr=True)
+    checks = [
+        ("probing which isolation layers this host permits (a few child processes)", _doctor_isolation),
+        ("looking for the tools that read built machine code", _doctor_tools),
+        ("reading the glue baseline (a native build the first time in this environment)", _doctor_glue),
+    ]
+    for i, (what, check) in enumerate(checks, 1):
+        with status.status(f"doctor [{i}/{len(checks)}]: {what}…"):
+            text = check()
+        typer.echo(text)
+
+
+def _doctor_isolation() -> str:
+    from musacoder.judge import isolation
+
+    return isolation.doctor()
+
+
+def _doctor_tools() -> str:
+    from musacoder.legality.machine_code import tools_report
+
+    return tools_report()
+
+
+def _doctor_glue() -> str:
+    from musacoder.config import default_cache_dir
+    from musacoder.legality import glue
+
+    return glue.report(default_cache_dir())
 
 
 def main() -> None:
