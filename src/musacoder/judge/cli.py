@@ -1,4 +1,4 @@
-"""CLI commands of MooreEval: `verify`, `verify-batch`, `tasks list`."""
+"""CLI commands of MooreEval: `verify`, `verify-batch` (`tasks list` and `doctor` are in musacoder.cli)."""
 
 from __future__ import annotations
 
@@ -34,61 +34,9 @@ def _parse_sets(sets: list[str]) -> dict:
 
 def register(app: typer.Typer) -> None:
     """Add MooreEval's commands to the `musacoder` app."""
-    tasks_app = typer.Typer(help="List tasks (KernelBench layout or the shipped examples).", no_args_is_help=True)
-    app.add_typer(tasks_app, name="tasks")
-    tasks_app.command("list")(tasks_list)
-    app.command("doctor")(doctor_cmd)
+    # `tasks list` and `doctor` are musacoder.cli's own commands
     app.command("verify")(verify_cmd)
     app.command("verify-batch")(verify_batch_cmd)
-
-
-def tasks_list(
-    kernelbench_dir: Optional[Path] = typer.Option(None, "--kernelbench-dir", envvar="KERNELBENCH_DIR",
-                                                   help="KernelBench folder with level1/ level2/ …; default: the shipped examples."),
-    level: Optional[int] = typer.Option(None, "--level", help="Only this level."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
-):
-    """List problems with their size constants."""
-    from musacoder.tasks import TaskError, load_kernelbench_dir, load_task, size_constants
-
-    try:
-        if kernelbench_dir is None:
-            ex = Path(__file__).resolve().parents[3] / "examples" / "tasks"
-            tasks = [load_task(p) for p in sorted(ex.glob("*.py"))]
-            if level is not None:
-                tasks = [t for t in tasks if t.level == level]
-        else:
-            tasks = load_kernelbench_dir(kernelbench_dir, [level] if level else None)
-    except TaskError as e:
-        _fail(str(e))
-    if as_json:
-        for t in tasks:
-            typer.echo(json.dumps({"name": t.name, "level": t.level, "problem_id": t.problem_id, "path": t.path,
-                                   "sizes": size_constants(t.source)}, default=str))
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table("level", "task", "size constants")
-    for t in tasks:
-        sizes = ", ".join(f"{k}={v}" for k, v in size_constants(t.source).items())
-        table.add_row(str(t.level if t.level is not None else "-"), t.name, sizes[:90])
-    Console().print(table)
-    typer.echo(f"{len(tasks)} task(s)")
-
-
-def doctor_cmd():
-    """What this host allows the sandbox, which isolation layers candidate workers will run in, which tools read
-    built machine code, and what every extension imports under the installed torch (built once, kept in the
-    build cache)."""
-    from musacoder.config import default_cache_dir
-    from musacoder.judge import isolation
-    from musacoder.legality import glue
-    from musacoder.legality.machine_code import tools_report
-
-    typer.echo(isolation.doctor())
-    typer.echo(tools_report())
-    typer.echo(glue.report(default_cache_dir()))
 
 
 REQUIRE_SANDBOX_HELP = "Refuse to verify unless every isolation layer is active here (see `musacoder doctor`)."
