@@ -1,0 +1,154 @@
+"""Reference work shared by every candidate of one task: the per-task cache.
+
+In RL the same task is verified 8–64 times per step (a GRPO group). The reference's side of a verification — its
+weights, the trials' reference outputs and precision yardsticks, the clean reference's timing — depends only on the
+task and on the inputs, never on the candidate. A `TaskCache` computes each once and hands it to every candidate of
+the task.
+
+What makes a figure differ is in the key (`TaskKey`): the task's source with its size overrides (hashed), the device
+model, the driver and torch versions, and every setting that changes the inputs (trials, perturbations, timing
+inputs, input sets). Inputs stay unpredictable: each key gets its own master seed, drawn from `os.urandom` when the
+key is first seen and never written anywhere a candidate can read; `rotate()` (per batch, per RL step) draws new seeds
+and drops every entry, so no candidate can learn the inputs of one batch from an earlier one. Within a batch every
+candidate of a task sees the same inputs, each in its own worker; a candidate that caches results across *calls*
+still meets fresh inputs in every trial and timed round of its own verification.
+
+Entries are computed at most once (concurrent askers of one entry wait for the first), kept within a byte budget
+(least recently used first out; an entry larger than the budget is computed and handed back, never kept), and each
+hand-out says whether it was reused, which the verdict reports (`reference_reused`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable
+
+# the default byte budget of a cache (host memory for reference outputs and yardsticks); MUSACODER_TASK_CACHE_GB
+DEFAULT_BUDGET_BYTES = 8 << 30
+
+
+@dataclass(frozen=True)
+class TaskKey:
+    """Everything that can change a task's reference figures."""
+
+    source_sha256: str  # the task's source with its overrides applied
+    device_model: str  # "cpu" or the GPU's name
+    runtime: str  # torch version, CUDA/driver version
+    inputs_policy: tuple  # (trials, perturb_inputs, structured_trials, timing_inputs, input_sets, ...)
+
+    @staticmethod
+    def of(source: str, device_model: str, runtime: str, inputs_policy: tuple) -> "TaskKey":
+        return TaskKey(hashlib.sha256(source.encode()).hexdigest(), device_model, runtime, tuple(inputs_policy))
+
+
+def budget_from_env() -> int:
+    """`MUSACODER_TASK_CACHE_GB` as bytes (0 turns keeping off), else `DEFAULT_BUDGET_BYTES`."""
+    raw = os.environ.get("MUSACODER_TASK_CACHE_GB")
+    if raw is None or raw.strip() == "":
+        return DEFAULT_BUDGET_BYTES
+    try:
+        gb = float(raw)
+    except ValueError:
+        raise ValueError(f"MUSACODER_TASK_CACHE_GB must be a number of GiB, got {raw!r}") from None
+    if gb < 0:
+        raise ValueError(f"MUSACODER_TASK_CACHE_GB must be >= 0, got {raw!r}")
+    return int(gb * (1 << 30))
+
+
+class _Pending:
+    def __init__(self):
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+class TaskCache:
+    """Secret per-task master seeds and computed-once reference entries (module docstring). Thread-safe."""
+
+    def __init__(self, budget_bytes: int | None = None):
+        self.budget_bytes = budget_from_env() if budget_bytes is None else max(0, int(budget_bytes))
+        self._lock = threading.Lock()
+        self._seeds: dict[TaskKey, int] = {}
+        self._entries: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
+        self._pending: dict[tuple, _Pending] = {}
+        self._bytes = 0
+        self.generation = 0
+        self.hits = 0
+        self.misses = 0
+
+    def master_seed(self, key: TaskKey) -> int:
+        """The task's secret master seed in this generation (drawn once, from os.urandom)."""
+        with self._lock:
+            seed = self._seeds.get(key)
+            if seed is None:
+                seed = self._seeds[key] = int.from_bytes(os.urandom(8), "little") >> 1
+            return seed
+
+    def rotate(self) -> None:
+        """New secret seeds for every task and no entries: what one batch or RL step computed is gone."""
+        with self._lock:
+            self._seeds.clear()
+            self._entries.clear()
+            self._bytes = 0
+            self.generation += 1
+
+    def get(self, key: TaskKey, name: Hashable, compute: Callable[[], Any],
+            size: Callable[[Any], int] = lambda _v: 0) -> tuple[Any, bool]:
+        """(value, reused): the entry `name` of `key`, computed by `compute()` the first time (concurrent askers wait
+        for it; an exception reaches every waiter and nothing is kept, so the next asker computes again). `size`
+        gives a value's bytes against the budget."""
+        full = (key, self.generation, name)
+        with self._lock:
+            if full in self._entries:
+                self._entries.move_to_end(full)
+                self.hits += 1
+                return self._entries[full][0], True
+            pending = self._pending.get(full)
+            owner = pending is None
+            if owner:
+                pending = self._pending[full] = _Pending()
+                self.misses += 1
+        if not owner:
+            pending.done.wait()
+            if pending.error is not None:
+                raise pending.error
+            with self._lock:
+                self.hits += 1
+            return pending.value, True
+        try:
+            value = compute()
+        except BaseException as e:
+            pending.error = e
+            with self._lock:
+                self._pending.pop(full, None)
+            pending.done.set()
+            raise
+        pending.value = value
+        self._keep(full, value, int(size(value)))
+        with self._lock:
+            self._pending.pop(full, None)
+        pending.done.set()
+        return value, False
+
+    def _keep(self, full: tuple, value: Any, nbytes: int) -> None:
+        with self._lock:
+            if full[1] != self.generation or nbytes > self.budget_bytes:
+                return  # rotated meanwhile, or too large to keep: handed back once, never kept
+            self._entries[full] = (value, nbytes)
+            self._bytes += nbytes
+            while self._bytes > self.budget_bytes and self._entries:
+                _, (_, b) = self._entries.popitem(last=False)
+                self._bytes -= b
+
+    @property
+    def bytes_kept(self) -> int:
+        with self._lock:
+            return self._bytes
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)

@@ -1,0 +1,81 @@
+import threading
+import time
+
+import pytest
+
+from musacoder.judge.task_cache import TaskCache, TaskKey, budget_from_env
+
+KEY = TaskKey.of("class Model: ...", "cpu", "torch-x", (5, True, 2, "center", 4))
+
+
+def test_key_changes_with_anything_that_changes_the_figures():
+    base = TaskKey.of("src", "cpu", "torch-x", (5,))
+    assert base == TaskKey.of("src", "cpu", "torch-x", (5,))
+    for other in (TaskKey.of("src2", "cpu", "torch-x", (5,)), TaskKey.of("src", "NVIDIA H100", "torch-x", (5,)),
+                  TaskKey.of("src", "cpu", "torch-y", (5,)), TaskKey.of("src", "cpu", "torch-x", (6,))):
+        assert other != base
+
+
+def test_an_entry_is_computed_once_and_reported_reused_after():
+    cache, calls = TaskCache(budget_bytes=1 << 20), []
+    first = cache.get(KEY, "ref", lambda: calls.append(1) or "out", size=lambda v: 10)
+    second = cache.get(KEY, "ref", lambda: calls.append(1) or "other", size=lambda v: 10)
+    assert first == ("out", False) and second == ("out", True) and len(calls) == 1
+    assert cache.hits == 1 and cache.misses == 1 and cache.bytes_kept == 10
+
+
+def test_concurrent_askers_wait_for_one_computation():
+    cache, calls = TaskCache(budget_bytes=1 << 20), []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.2)
+        return 42
+
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(cache.get(KEY, "t", slow))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and sorted(r for _, r in got) == [False, True, True, True]
+    assert all(v == 42 for v, _ in got)
+
+
+def test_a_failed_computation_reaches_its_waiters_and_is_not_kept():
+    cache = TaskCache(budget_bytes=1 << 20)
+    with pytest.raises(RuntimeError):
+        cache.get(KEY, "x", lambda: (_ for _ in ()).throw(RuntimeError("boom")))
+    assert cache.get(KEY, "x", lambda: 1) == (1, False)
+
+
+def test_rotation_draws_new_secret_seeds_and_drops_entries():
+    cache = TaskCache(budget_bytes=1 << 20)
+    s1 = cache.master_seed(KEY)
+    assert cache.master_seed(KEY) == s1
+    cache.get(KEY, "ref", lambda: 1)
+    cache.rotate()
+    assert cache.master_seed(KEY) != s1
+    assert cache.get(KEY, "ref", lambda: 2) == (2, False) and len(cache) == 1
+
+
+def test_budget_evicts_least_recently_used_and_never_keeps_an_oversized_entry():
+    cache = TaskCache(budget_bytes=100)
+    cache.get(KEY, "a", lambda: "a", size=lambda v: 60)
+    cache.get(KEY, "b", lambda: "b", size=lambda v: 30)
+    cache.get(KEY, "a", lambda: "A")  # touch a: b is now the oldest
+    cache.get(KEY, "c", lambda: "c", size=lambda v: 30)
+    assert cache.get(KEY, "a", lambda: "A2")[1] is True
+    assert cache.get(KEY, "b", lambda: "b2") == ("b2", False)
+    assert cache.get(KEY, "big", lambda: "big", size=lambda v: 1000) == ("big", False)
+    assert cache.get(KEY, "big", lambda: "big2", size=lambda v: 1000) == ("big2", False)
+
+
+def test_budget_from_environment(monkeypatch):
+    monkeypatch.setenv("MUSACODER_TASK_CACHE_GB", "0.5")
+    assert budget_from_env() == 1 << 29
+    monkeypatch.setenv("MUSACODER_TASK_CACHE_GB", "lots")
+    with pytest.raises(ValueError, match="MUSACODER_TASK_CACHE_GB"):
+        budget_from_env()
+    monkeypatch.delenv("MUSACODER_TASK_CACHE_GB")
+    assert budget_from_env() > 0
