@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from musacoder.config import VerifyConfig
+from musacoder.build import permissions
 from musacoder.judge import isolation
+from musacoder.judge.isolation import checks, enter, filters, host, prefix
 from musacoder.judge.pipeline import verify
 from musacoder.judge.sandbox import Sandbox, WorkerDied
 from musacoder.tasks import load_task
@@ -71,7 +73,7 @@ def test_complement_cubes_cover_everything_but_the_allowed_targets():
     worker and its group, checked on the boundaries and a sample."""
     me = 4242
     allowed = {0, me, (-me) & 0xFFFFFFFF}
-    cubes = isolation._complement_cubes({0, me, -me})
+    cubes = filters.complement_cubes({0, me, -me})
     assert len(cubes) <= 3 * 32
 
     def denied(x):
@@ -117,13 +119,15 @@ def test_worker_writes_only_its_folder_and_reads_the_build_cache(tmp_path):
         assert {"mount-ro", "tmpfs"} <= set(sb.layers)
         got = _run(sb, probe, tmp_path / "cache")
         assert (sb.workdir / "own.txt").exists()
-    # /tmp and home folders are private: writes there land in the worker's own tmpfs, so a checkout made under /tmp
-    # takes them too; Landlock, where active, refuses writes to the covered home folders as well
-    repo_in_tmp = str(REPO.resolve()).startswith(("/tmp/", "/var/tmp/"))
+    # /tmp and home folders are private: writes there land in the worker's own tmpfs; Landlock, where active, refuses
+    # writes to the covered home folders as well. A checkout made under /tmp is bound back read-only into the private
+    # /tmp, under folders the verifier makes there: a worker of its own uid cannot add to them, one of uid 0 can (into
+    # its tmpfs). Either way nothing reaches the host's checkout (checked below).
+    repo_written = str(REPO.resolve()).startswith(("/tmp/", "/var/tmp/")) and "uid" not in sb.layers
     home = str(Path.home())
     home_hidden = any(home == h or home.startswith(h + "/") for h in isolation.HIDDEN_FOLDERS)
     home_written = home_hidden and "landlock" not in sb.layers
-    assert got == {"home": home_written, "repo": repo_in_tmp, "host_tmp": True, "own": True, "cache": False,
+    assert got == {"home": home_written, "repo": repo_written, "host_tmp": True, "own": True, "cache": False,
                    "cache_entry": False}
     assert not list((tmp_path / "cache").glob(token)) and not list((tmp_path / "cache" / "ext" / "ab").iterdir())
     for key in ("home", "repo", "host_tmp"):
@@ -176,7 +180,7 @@ def test_the_oom_killer_takes_the_worker_first(tmp_path):
 def _only_layers(monkeypatch, worker_layers):
     """Workers enter `worker_layers` alone (and the prefix's namespaces), as on a host that permits only those."""
     real = isolation.probe()
-    monkeypatch.setattr(isolation, "probe", lambda: {**real, "worker_layers": list(worker_layers)})
+    monkeypatch.setattr(host, "probe", lambda: {**real, "worker_layers": list(worker_layers)})
 
 
 @pytest.mark.skipif(isolation.landlock_abi() < 1, reason="this kernel has no Landlock")
@@ -319,11 +323,11 @@ def test_the_uid_layer_is_left_out_where_a_needed_folder_is_closed_to_others():
     try:
         (closed / "pkg").mkdir()
         closed.chmod(0o700)
-        assert isolation._unreachable(str(closed / "pkg"), 0o5) == str(closed)
+        assert enter._unreachable(str(closed / "pkg"), 0o5) == str(closed)
         (closed / "pkg").chmod(0o755)
         closed.chmod(0o755)
-        assert isolation._unreachable(str(closed / "pkg"), 0o5) is None
-        assert isolation._unreachable(str(closed / "pkg"), 0o3) == str(closed / "pkg")  # not writable by others
+        assert enter._unreachable(str(closed / "pkg"), 0o5) is None
+        assert enter._unreachable(str(closed / "pkg"), 0o3) == str(closed / "pkg")  # not writable by others
     finally:
         shutil.rmtree(closed)
     assert isolation.worker_uid("/x/cand-a") != isolation.worker_uid("/x/cand-b")
@@ -337,11 +341,13 @@ def test_each_worker_gets_the_pid_namespace_it_asks_for_from_a_shared_fork_serve
     asks for it one (and then one without it none again)."""
     from musacoder.judge.forkserver import FORK_SERVERS
 
+    if not FORK_SERVERS.enabled():
+        pytest.skip("the fork server is off (MUSACODER_FORK_SERVER=0): each worker's prefix makes its PID namespace")
     FORK_SERVERS.clear()
     real = isolation.probe()
     try:
         for layers, expect in ((["caps"], False), (real["worker_layers"], True), (["caps"], False)):
-            monkeypatch.setattr(isolation, "probe", lambda layers=layers: {**real, "worker_layers": list(layers)})
+            monkeypatch.setattr(host, "probe", lambda layers=layers: {**real, "worker_layers": list(layers)})
             with Sandbox(tmp_path / "cache") as sb:
                 own = os.readlink(f"/proc/{sb.proc.pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
                 assert own is expect and ("pid" in sb.layers) is expect, sb.layers
@@ -407,7 +413,7 @@ HOST_FILES = [Path(p) for p in _KIT.HOST_FILES]
 def token_pasting_waived(monkeypatch) -> None:
     """Verdicts in this test as if the source rules allowed token pasting, which the escape kit uses to spell every
     call they look for (the rules reject `##` itself since the sixth red-team round): the other rules stay on."""
-    import musacoder.judge.pipeline as pipeline
+    import musacoder.legality.static as static_rules
     from musacoder.legality.static import check_static
 
     def rules(*args, **kwargs):
@@ -415,7 +421,7 @@ def token_pasting_waived(monkeypatch) -> None:
         got.violations = [x for x in got.violations if "token pasting" not in x]
         return got
 
-    monkeypatch.setattr(pipeline, "check_static", rules)
+    monkeypatch.setattr(static_rules, "check_static", rules)
 
 
 def test_every_escape_candidate_gets_past_the_static_rules_but_token_pasting():
@@ -477,7 +483,7 @@ def test_probe_keeps_the_hosts_import_path(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", "/tmp/site:/opt/other")
     path = isolation.probe_env(tmp_path)["PYTHONPATH"].split(os.pathsep)
     assert path[1:] == ["/tmp/site", "/opt/other"]
-    assert (Path(path[0]) / "musacoder" / "judge" / "isolation.py").is_file()
+    assert (Path(path[0]) / "musacoder" / "judge" / "isolation" / "__init__.py").is_file()
 
 
 def test_layers_the_gpu_does_not_survive_are_left_out_and_reported(monkeypatch):
@@ -492,8 +498,8 @@ def test_layers_the_gpu_does_not_survive_are_left_out_and_reported(monkeypatch):
         result = ("cuInit returned CUDA error 304" if breaks & set(layers) else "ok") if gpu else None
         return {"layers": list(layers), "skipped": {}}, result, ""
 
-    monkeypatch.setattr(isolation, "_probe_once", fake_probe_once)
-    monkeypatch.setattr(isolation, "_host_has_nvidia_gpu", lambda: True)
+    monkeypatch.setattr(host, "_probe_once", fake_probe_once)
+    monkeypatch.setattr(checks, "has_nvidia_gpu", lambda: True)
     isolation.probe.cache_clear()
     try:
         p = isolation.probe()
@@ -501,7 +507,7 @@ def test_layers_the_gpu_does_not_survive_are_left_out_and_reported(monkeypatch):
         assert "GPU does not work inside it" in p["skipped"]["dev"] and "304" in p["skipped"]["dev"]
         assert p["gpu"] == "ok"
         # a host where the GPU fails even outside the layers: nothing is left out on its account
-        monkeypatch.setattr(isolation, "_probe_once", lambda layers, gpu: (
+        monkeypatch.setattr(host, "_probe_once", lambda layers, gpu: (
             {"layers": list(layers), "skipped": {}}, "cuInit returned CUDA error 100" if gpu else None, ""))
         isolation.probe.cache_clear()
         p = isolation.probe()
@@ -521,15 +527,15 @@ def test_namespaces_the_gpu_does_not_survive_are_dropped_from_the_prefix(monkeyp
     """gVisor's GPU proxy refused the driver (CUDA error 304) in a process under `unshare --net --ipc --pid`: there
     the verifier must keep the namespaces the GPU survives, say which it dropped, and never start workers that
     cannot use the GPU."""
-    if not isolation._unshare_prefix(("--net",)):
+    if not prefix._unshare_prefix(("--net",)):
         pytest.skip("unshare is not permitted on this host")
-    caches = (isolation.server_prefix, isolation.worker_prefix, isolation.probe, isolation._gpu_check_under)
-    monkeypatch.setattr(isolation, "_host_has_nvidia_gpu", lambda: True)
-    monkeypatch.setattr(isolation, "_gpu_check_under",
+    caches = (isolation.server_prefix, isolation.worker_prefix, isolation.probe, prefix._gpu_check_under)
+    monkeypatch.setattr(checks, "has_nvidia_gpu", lambda: True)
+    monkeypatch.setattr(prefix, "_gpu_check_under",
                         lambda prefix: "cuInit returned CUDA error 304" if "--ipc" in prefix else "ok")
-    monkeypatch.setattr(isolation, "_probe_once", lambda layers, gpu: (
+    monkeypatch.setattr(host, "_probe_once", lambda layers, gpu: (
         {"layers": list(layers), "skipped": {}}, "ok" if gpu else None, ""))
-    monkeypatch.setattr(isolation, "PREFIX_GPU_NOTES", {})
+    monkeypatch.setattr(prefix, "PREFIX_GPU_NOTES", {})
     for f in caches:
         if hasattr(f, "cache_clear"):
             f.cache_clear()
@@ -567,7 +573,10 @@ def test_worker_cannot_read_users_folders_or_password_hashes(tmp_path, monkeypat
             got = _run(sb, probe, tmp_path / "cache")
     finally:
         shutil.rmtree(secret_dir, ignore_errors=True)
-    assert got["listing"] == []
+    # an empty tmpfs covers the folder; where it lies under /tmp (a checkout made there) the private /tmp already hides
+    # it, and the worker does not see it at all
+    under_tmp = str(secret_dir.resolve()).startswith(("/tmp/", "/var/tmp/"))
+    assert got["listing"] == (None if under_tmp else [])
     for f in ("/etc/shadow", "/etc/gshadow"):
         assert got[f] in ("", "error"), f
 
@@ -591,8 +600,8 @@ def test_probe_runs_independent_gpu_checks_side_by_side_and_once_per_process(mon
             running[0] -= 1
         return {"layers": list(layers), "skipped": {}}, ("error 304" if "dev" in layers else "ok") if gpu else None, ""
 
-    monkeypatch.setattr(isolation, "_probe_once", slow_probe_once)
-    monkeypatch.setattr(isolation, "_host_has_nvidia_gpu", lambda: True)
+    monkeypatch.setattr(host, "_probe_once", slow_probe_once)
+    monkeypatch.setattr(checks, "has_nvidia_gpu", lambda: True)
     isolation.probe.cache_clear()
     try:
         isolation.server_prefix(), isolation.worker_prefix()  # real prefix checks outside the timed part
@@ -621,8 +630,8 @@ def test_probe_keeps_a_layer_that_fails_the_gpu_only_without_another(monkeypatch
         return {"layers": list(layers), "skipped": {}}, ("ok" if ok else "cuInit returned CUDA error 304") if gpu \
             else None, ""
 
-    monkeypatch.setattr(isolation, "_probe_once", fake_probe_once)
-    monkeypatch.setattr(isolation, "_host_has_nvidia_gpu", lambda: True)
+    monkeypatch.setattr(host, "_probe_once", fake_probe_once)
+    monkeypatch.setattr(checks, "has_nvidia_gpu", lambda: True)
     isolation.probe.cache_clear()
     try:
         p = isolation.probe()
@@ -641,9 +650,9 @@ def test_gpu_checks_are_remembered_across_processes_only_where_the_verifier_alon
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(isolation, "PROBE_MEMO_S", 3600.0)
-    monkeypatch.setattr(isolation, "_memo_reads", True)
-    isolation._host_key.cache_clear()
+    monkeypatch.setattr(checks, "PROBE_MEMO_S", 3600.0)
+    monkeypatch.setattr(checks, "_memo_reads", True)
+    checks._host_key.cache_clear()
     calls = []
     answer = ["ok"]
 
@@ -651,57 +660,57 @@ def test_gpu_checks_are_remembered_across_processes_only_where_the_verifier_alon
         calls.append(tuple(layers))
         return {"layers": list(layers), "skipped": {}, "cgroup": "/sys/fs/cgroup/x"}, answer[0], ""
 
-    monkeypatch.setattr(isolation, "_probe_once_now", fake_now)
+    monkeypatch.setattr(host, "_probe_once_now", fake_now)
     try:
-        first = isolation._probe_once(["dev", "caps"], gpu=True)
+        first = host._probe_once(["dev", "caps"], gpu=True)
         assert first == ({"layers": ["dev", "caps"], "skipped": {}}, "ok", "") and len(calls) == 1
-        assert isolation._probe_once(["dev", "caps"], gpu=True) == first and len(calls) == 1  # remembered
-        memo = isolation._memo_file()
+        assert host._probe_once(["dev", "caps"], gpu=True) == first and len(calls) == 1  # remembered
+        memo = checks._memo_file()
         assert memo.parent == isolation.workers_base() and "cgroup" not in memo.read_text()
         assert oct(memo.stat().st_mode & 0o777) == "0o600"
-        isolation._probe_once(["dev"], gpu=True)
+        host._probe_once(["dev"], gpu=True)
         assert len(calls) == 2  # another set of layers is another check
 
         monkeypatch.setenv("MUSACODER_SANDBOX_HIDE_EXTRA", "/elsewhere")  # another environment: another key
-        isolation._host_key.cache_clear()
-        isolation._probe_once(["dev", "caps"], gpu=True)
+        checks._host_key.cache_clear()
+        host._probe_once(["dev", "caps"], gpu=True)
         assert len(calls) == 3
         monkeypatch.delenv("MUSACODER_SANDBOX_HIDE_EXTRA")
-        isolation._host_key.cache_clear()
-        assert isolation._memo_file() == memo
+        checks._host_key.cache_clear()
+        assert checks._memo_file() == memo
 
         memo.chmod(0o622)  # writable by others: not trusted
-        isolation._probe_once(["dev", "caps"], gpu=True)
+        host._probe_once(["dev", "caps"], gpu=True)
         assert len(calls) == 4 and oct(memo.stat().st_mode & 0o777) == "0o600"  # and written afresh
         if os.getuid() == 0:
             os.chown(memo, 12345, 12345)  # owned by someone else
-            isolation._probe_once(["dev", "caps"], gpu=True)
+            host._probe_once(["dev", "caps"], gpu=True)
             assert len(calls) == 5
         n = len(calls)
 
-        monkeypatch.setattr(isolation, "PROBE_MEMO_S", 0.0)  # never remembered
-        isolation._probe_once(["dev", "caps"], gpu=True)
+        monkeypatch.setattr(checks, "PROBE_MEMO_S", 0.0)  # never remembered
+        host._probe_once(["dev", "caps"], gpu=True)
         assert len(calls) == n + 1
-        monkeypatch.setattr(isolation, "PROBE_MEMO_S", 3600.0)
-        monkeypatch.setattr(isolation, "_memo_reads", False)  # doctor: asks again, and records the new answer
+        monkeypatch.setattr(checks, "PROBE_MEMO_S", 3600.0)
+        monkeypatch.setattr(checks, "_memo_reads", False)  # doctor: asks again, and records the new answer
         answer[0] = "cuInit returned CUDA error 304"
-        assert isolation._probe_once(["dev", "caps"], gpu=True)[1] == answer[0] and len(calls) == n + 2
-        monkeypatch.setattr(isolation, "_memo_reads", True)
-        assert isolation._probe_once(["dev", "caps"], gpu=True)[1] == answer[0] and len(calls) == n + 2
+        assert host._probe_once(["dev", "caps"], gpu=True)[1] == answer[0] and len(calls) == n + 2
+        monkeypatch.setattr(checks, "_memo_reads", True)
+        assert host._probe_once(["dev", "caps"], gpu=True)[1] == answer[0] and len(calls) == n + 2
 
         answer[0] = "the check did not run: timed out"  # not an answer of the check's own: not kept
-        isolation._probe_once(["pid"], gpu=True)
-        isolation._probe_once(["pid"], gpu=True)
+        host._probe_once(["pid"], gpu=True)
+        host._probe_once(["pid"], gpu=True)
         assert calls[-2:] == [("pid",), ("pid",)]
         data = json.loads(memo.read_text())  # an old entry is asked again
         for entry in data.values():
             entry["t"] -= 7200
         memo.write_text(json.dumps(data))
-        isolation._probe_once(["dev"], gpu=True)
+        host._probe_once(["dev"], gpu=True)
         assert calls[-1] == ("dev",)
-        assert isolation._probe_once(["dev", "caps"], gpu=False) is not None and calls[-1] == ("dev", "caps")
+        assert host._probe_once(["dev", "caps"], gpu=False) is not None and calls[-1] == ("dev", "caps")
     finally:
-        isolation._host_key.cache_clear()
+        checks._host_key.cache_clear()
 
 
 @pytest.mark.slow
@@ -843,11 +852,11 @@ def test_opening_a_cache_to_worker_uids_seals_what_was_built_before(tmp_path, mo
     for p in (old, old / "fast", old / "fast" / "mc_ext.so", old / "done"):
         os.chown(p, 12345, 12345)
         p.chmod(0o777)
-    isolation._open_cache.cache_clear()
+    permissions._open_cache.cache_clear()
     try:
         isolation.open_cache(cache)
     finally:
-        isolation._open_cache.cache_clear()
+        permissions._open_cache.cache_clear()
     for folder in (cache, cache / "ext", cache / "ext" / "00", cache / "ext" / "ff"):
         assert folder.stat().st_mode & 0o7777 == (0o755 if brokered else 0o1777), folder
     for p in (old, old / "fast", old / "fast" / "mc_ext.so", old / "done"):

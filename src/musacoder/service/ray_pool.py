@@ -129,7 +129,7 @@ def install_builds(cache_dir: Path, bundle: bytes) -> list[str]:
     import tempfile
 
     from musacoder.build import broker
-    from musacoder.judge.isolation import open_cache, seal_entry
+    from musacoder.build.permissions import open_cache, seal_entry
 
     installed = []
     with tarfile.open(fileobj=io.BytesIO(bundle), mode="r") as tar:

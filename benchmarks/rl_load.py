@@ -1,0 +1,143 @@
+"""An RL-shaped load on MooreEval: N tasks × K candidates each, scheduled task by task as a GRPO group is.
+
+    python benchmarks/rl_load.py --kernelbench-dir ../shared/kernelbench --candidates benchmarks/candidates/cuda \
+        --tasks 16 --copies 8 --workers 8 --json rl_load.json              # (b) RL-shaped load, full task sizes
+    python benchmarks/rl_load.py --only level2/76_Gemm_Add_ReLU --copies 8 --identical --json same8.json
+                                                                           # (d) one candidate 8 times: speedup spread
+    python benchmarks/rl_load.py --backend cpu --kernelbench-dir examples --candidates examples/candidates \
+        --only tasks/relu --copies 4 --identical --workers 2                # the CPU backend (2 cores)
+
+Each task's K candidates are its golden kernel and K−1 variants of it (a comment added: the same kernel, another
+response text), or K identical copies with --identical. Sizes are the task files' own unless --max-input-mb shrinks
+them (the table then says so). Prints a table and writes JSON: verdicts per minute, per-verdict exclusive device
+seconds (the stages that hold the device alone: timing, the clean reference, the compile baseline; median and p90),
+wall per verdict, how many verdicts reused their task's reference work (`reference_reused`), status counts, and per
+task the spread of the speedup over its K copies (max/min − 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from throughput import shrink_overrides  # noqa: E402
+
+EXCLUSIVE_STAGES = ("timing", "clean_reference", "compile_baseline")
+
+
+def p90(xs: list[float]) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(round(0.9 * (len(s) - 1))))] if s else float("nan")
+
+
+def task_pairs(kb: Path, cands: Path, only: list[str], n_tasks: int):
+    """(id, task path, candidate path) of the candidates whose task exists, `only` globs first, at most n_tasks."""
+    import fnmatch
+
+    out = []
+    for c in sorted(cands.glob("**/*.py")):
+        rel = c.relative_to(cands).with_suffix("").as_posix()
+        t = kb / (rel + ".py")
+        if not t.exists() or (only and not any(fnmatch.fnmatch(rel, g) for g in only)):
+            continue
+        out.append((rel, t, c))
+        if n_tasks and len(out) >= n_tasks:
+            break
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kernelbench-dir", type=Path,
+                    default=Path(os.environ.get("KERNELBENCH_DIR", "../shared/kernelbench")))
+    ap.add_argument("--candidates", type=Path, default=Path("benchmarks/candidates/cuda"))
+    ap.add_argument("--only", default="", help="comma-separated globs over ids (level2/76_*)")
+    ap.add_argument("--tasks", type=int, default=16, help="at most this many tasks (0: all that match)")
+    ap.add_argument("--copies", type=int, default=8, help="candidates per task")
+    ap.add_argument("--identical", action="store_true", help="K identical copies instead of the golden + variants")
+    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--max-input-mb", type=float, default=0, help="shrink tasks to this (0: the task files' own sizes)")
+    ap.add_argument("--cache", type=Path, default=None, help="build cache (default: MUSACODER_CACHE_DIR)")
+    ap.add_argument("--verify", action="append", default=[], metavar="FIELD=VALUE", help="VerifyConfig fields")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+
+    from musacoder.config import VerifyConfig
+    from musacoder.judge.batch import VerifyJob, verify_many
+    from musacoder.tasks import load_task
+
+    pairs = task_pairs(args.kernelbench_dir, args.candidates, [g for g in args.only.split(",") if g], args.tasks)
+    if not pairs:
+        sys.exit(f"no candidate under {args.candidates} has a task under {args.kernelbench_dir} (--only {args.only!r})")
+    extra = {}
+    for kv in args.verify:
+        k, _, v = kv.partition("=")
+        try:
+            extra[k] = json.loads(v)
+        except ValueError:
+            extra[k] = v  # a plain string (timing_inputs=task)
+    cfg = VerifyConfig(**({"cache_dir": args.cache} if args.cache else {}), **extra)
+    jobs = []
+    for tid, t, c in pairs:
+        over = shrink_overrides(t, int(args.max_input_mb * 2**20)) if args.max_input_mb else {}
+        if over is None:
+            print(f"skipped {tid}: it does not run once shrunk to {args.max_input_mb} MB", file=sys.stderr)
+            continue
+        task, text = load_task(t, over or None), c.read_text()
+        for k in range(args.copies):
+            variant = text if args.identical or k == 0 else f"{text}\n# variant {k}: the same kernel, another response\n"
+            jobs.append(VerifyJob(f"{tid}#{k}", task, variant, args.backend))
+    print(f"{len(jobs)} verifications: {len(jobs) // args.copies} tasks x {args.copies} "
+          f"({'identical' if args.identical else 'golden + variants'}), {args.workers} workers, backend "
+          f"{args.backend}, sizes {'shrunk to %g MB' % args.max_input_mb if args.max_input_mb else 'the task files own'}",
+          flush=True)
+    t0, rows = time.monotonic(), []
+    for job, v in verify_many(jobs, workers=args.workers, config=cfg):
+        excl = sum(v.stage_s.get(s, 0.0) for s in EXCLUSIVE_STAGES)
+        rows.append({"id": job.id, "task": job.id.split("#")[0], "status": v.status, "speedup": v.speedup,
+                     "reward": v.reward, "wall_s": v.wall_s, "exclusive_s": excl, "done_s": time.monotonic() - t0,
+                     "reference_reused": getattr(v, "reference_reused", None), "stage_s": v.stage_s,
+                     "error": (v.error or "")[-300:], "violations": v.violations[:3]})
+        print(f"  {job.id:50s} {v.status:12s} speedup {v.speedup or 0:7.3f} wall {v.wall_s:6.1f}s "
+              f"exclusive {excl:5.2f}s reused {rows[-1]['reference_reused']}", flush=True)
+    total = time.monotonic() - t0
+    spreads = {}
+    for tid in dict.fromkeys(r["task"] for r in rows):
+        sp = [r["speedup"] for r in rows if r["task"] == tid and r["status"] == "ok" and r["speedup"]]
+        if len(sp) >= 2:
+            spreads[tid] = max(sp) / min(sp) - 1
+    excl = [r["exclusive_s"] for r in rows if r["status"] == "ok"]
+    walls = [r["wall_s"] for r in rows]
+    statuses: dict[str, int] = {}
+    for r in rows:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    summary = {
+        "verifications": len(rows), "seconds": round(total, 1), "verdicts_per_min": round(60 * len(rows) / total, 2),
+        "exclusive_s_median": round(statistics.median(excl), 3) if excl else None,
+        "exclusive_s_p90": round(p90(excl), 3) if excl else None,
+        "wall_s_median": round(statistics.median(walls), 2) if walls else None,
+        "reference_reused": sum(1 for r in rows if r["reference_reused"]),
+        "statuses": statuses, "speedup_spread": {k: round(s, 4) for k, s in spreads.items()},
+        "speedup_spread_max": round(max(spreads.values()), 4) if spreads else None,
+        "workers": args.workers, "copies": args.copies, "identical": args.identical, "backend": args.backend,
+        "max_input_mb": args.max_input_mb or None,
+    }
+    print("\n| verdicts | seconds | verdicts/min | exclusive s (median, p90) | wall s (median) | reused | "
+          "max speedup spread | statuses |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(f"| {len(rows)} | {total:.1f} | {summary['verdicts_per_min']} | {summary['exclusive_s_median']}, "
+          f"{summary['exclusive_s_p90']} | {summary['wall_s_median']} | {summary['reference_reused']} | "
+          f"{summary['speedup_spread_max']} | {statuses} |")
+    if args.json:
+        args.json.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
