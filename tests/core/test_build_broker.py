@@ -59,7 +59,7 @@ def test_the_key_is_the_trusted_sides_and_the_entry_holds_only_the_builders_own_
                           time.monotonic() + 60)
     key = build_key(KWARGS, "cpu")
     assert answer == {"key": key, "ok": True, "cached": False, "fast": "lite"}
-    assert builder.calls[0]["key"] == key  # what the request named as its key is ignored
+    assert builder.calls[0].key == key  # what the request named as its key is ignored
     entry = entry_dir(cache, key)
     assert sorted(p.name for p in entry.rglob("*")) == ["build.ninja", "done", "lite", "mc_ext.so"]  # no link
     assert (entry / "done").read_text() == str(entry / "lite")

@@ -51,10 +51,10 @@ def test_the_worker_s_profiler_sees_an_op_on_another_thread():
     import pytest
     import torch
 
-    from musacoder.judge.worker import _all_threads
+    from musacoder.judge.worker import all_threads
     from musacoder.legality.runtime import FORWARD_RANGE
 
-    config = _all_threads(torch)
+    config = all_threads(torch)
     if config is None:
         pytest.skip("this torch has no all-threads profiler option")
     x = torch.randn(64)
@@ -98,12 +98,12 @@ def test_a_thread_pinned_to_fewer_cores_changes_the_worker_s_global_state():
 
     import pytest
 
-    from musacoder.judge.worker import _scheduling
+    from musacoder.judge.worker.guard import scheduling
 
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip("needs two CPUs")
-    before = _scheduling()
+    before = scheduling()
     pinned, done = threading.Event(), threading.Event()
 
     def pin():
@@ -115,7 +115,7 @@ def test_a_thread_pinned_to_fewer_cores_changes_the_worker_s_global_state():
     t.start()
     pinned.wait(10)
     try:
-        during = _scheduling()
+        during = scheduling()
     finally:
         done.set()
         t.join()
@@ -161,14 +161,14 @@ def test_a_tensor_passed_as_a_triton_constexpr_is_refused():
     import pytest
     import torch
 
-    from musacoder.judge.worker import _refuse_tensor_constexprs
+    from musacoder.judge.worker import refuse_tensor_constexprs
 
     def kernel(x_ptr, n, X: "tl.constexpr", BLOCK: "tl.constexpr"):
         pass
 
     x = torch.zeros(4)
-    _refuse_tensor_constexprs(torch, kernel, "kernel", (x, 4, 3), {"BLOCK": 128})  # scalars: fine
+    refuse_tensor_constexprs(torch, kernel, "kernel", (x, 4, 3), {"BLOCK": 128})  # scalars: fine
     with pytest.raises(TypeError, match="tensor was passed as the tl.constexpr X"):
-        _refuse_tensor_constexprs(torch, kernel, "kernel", (x, 4, x), {"BLOCK": 128})
+        refuse_tensor_constexprs(torch, kernel, "kernel", (x, 4, x), {"BLOCK": 128})
     with pytest.raises(TypeError, match="tl.constexpr BLOCK"):
-        _refuse_tensor_constexprs(torch, kernel, "kernel", (x, 4), {"X": 1, "BLOCK": x})
+        refuse_tensor_constexprs(torch, kernel, "kernel", (x, 4), {"X": 1, "BLOCK": x})

@@ -500,8 +500,8 @@ def test_a_worker_imports_nothing_from_its_own_folder(tmp_path):
     on the import path. A worker started there must not find a module planted in it before the real one (the
     verifier's own later imports would run it)."""
     (tmp_path / "statistics.py").write_text("raise SystemExit('planted module imported')\n")
-    code = ("import os, sys\nfrom musacoder.judge.worker import _drop_writable_import_paths\n"
-            "_drop_writable_import_paths()\nsys.modules.pop('statistics', None)\nimport statistics\n"
+    code = ("import os, sys\nfrom musacoder.judge.worker.setup import drop_writable_import_paths\n"
+            "drop_writable_import_paths()\nsys.modules.pop('statistics', None)\nimport statistics\n"
             "print(statistics.__file__)\n")
     got = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from musacoder.build.cache import build_key, entry_dir
+from musacoder.judge.messages import BuildRequest
 
 MAX_BUILDS_PER_REQUEST = 16  # builds one worker request may ask for (a candidate's extensions; more is abuse)
 
@@ -74,7 +75,7 @@ def serve(request, cache_dir: Path, builder, deadline: float, env=None) -> dict:
         left = deadline - time.monotonic()
         if left <= 1:
             raise BuildDeadline(f"no time left to build before the request's deadline ({max(left, 0.0):.1f} s)")
-        reply = builder({"op": "build", "key": key, "kwargs": kwargs, "backend": backend}, left,
+        reply = builder(BuildRequest(key=key, kwargs=kwargs, backend=backend), left,
                         lambda stage, built: install(stage, entry, str(built.get("rel") or ".")))
         if not reply.get("ok"):
             log = str(reply.get("log") or reply.get("error") or "the build failed")

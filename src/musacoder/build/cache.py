@@ -396,6 +396,76 @@ def make_cached_load_inline(real_load_inline, cache_dir: Path, backend: str, rec
     return cached_load_inline
 
 
+# `cpp_extension.load` arguments that `load_inline` takes as they are (the rest: sources, managed or refused)
+_LOAD_PASSED = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths", "with_cuda",
+                "is_python_module", "keep_intermediates")
+_CUDA_SUFFIXES = (".cu", ".cuh")
+_CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".c")
+MAX_SOURCE_BYTES = 4 << 20  # one source file a candidate's `load` may name
+
+
+class LoadSourceError(ValueError):
+    """A `cpp_extension.load` source the worker does not build: outside the candidate's folder, not a regular file,
+    of an unknown kind, or too large."""
+
+
+def read_load_sources(sources, folder: Path) -> tuple[list[str], list[str]]:
+    """The C++ and CUDA texts of a `load` call's `sources`, each a regular file inside `folder` (the candidate's
+    working folder, where it wrote them): (cpp sources, cuda sources), in the order given. Raises `LoadSourceError`
+    for anything else: a source the worker did not see written in its own folder is not the candidate's to build."""
+    root = Path(os.path.realpath(folder))
+    cpp, cuda = [], []
+    for src in [sources] if isinstance(sources, (str, os.PathLike)) else list(sources or []):
+        path = Path(os.path.realpath(os.path.join(root, os.fspath(src))))
+        if not path.is_relative_to(root):
+            raise LoadSourceError(f"cpp_extension.load: the source {os.fspath(src)!r} is outside the candidate's "
+                                  f"working folder; write the source there first (a relative path such as "
+                                  f"'kernel.cu'), or pass it to load_inline as a string")
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as e:
+            raise LoadSourceError(f"cpp_extension.load: cannot read the source {os.fspath(src)!r}: {e.strerror}") \
+                from None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if st.st_mode & 0o170000 != 0o100000 or st.st_size > MAX_SOURCE_BYTES:
+                raise LoadSourceError(f"cpp_extension.load: the source {os.fspath(src)!r} is not a regular file of "
+                                      f"at most {MAX_SOURCE_BYTES >> 20} MB")
+            text = f.read(MAX_SOURCE_BYTES + 1).decode("utf-8", errors="replace")
+        if path.suffix in _CUDA_SUFFIXES:
+            cuda.append(text)
+        elif path.suffix in _CPP_SUFFIXES:
+            cpp.append(text)
+        else:
+            raise LoadSourceError(f"cpp_extension.load: {os.fspath(src)!r} is neither a C++ nor a CUDA source "
+                                  f"({', '.join(_CPP_SUFFIXES + _CUDA_SUFFIXES)})")
+    if not cpp and not cuda:
+        raise LoadSourceError("cpp_extension.load: no sources given")
+    return cpp, cuda
+
+
+def make_cached_load(cached_load_inline, folder: Path):
+    """Return the `cpp_extension.load` replacement installed in a candidate worker: the sources it names are read
+    from the candidate's working folder (`read_load_sources`) and built as the same call of `load_inline` would be,
+    through `cached_load_inline` (the cache, the build broker, the build record the binary rule reads). The sources
+    must define their own bindings (`PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)`), as `load` requires."""
+
+    def cached_load(name, sources, *args, **kwargs):
+        if args:
+            raise TypeError("cpp_extension.load: pass the arguments after `sources` by keyword")
+        for managed in ("build_directory", "verbose"):  # where and how loudly to build is the cache's business
+            kwargs.pop(managed, None)
+        if kwargs.pop("is_standalone", False):
+            raise TypeError("cpp_extension.load: is_standalone=True builds an executable, not an extension")
+        unknown = sorted(set(kwargs) - set(_LOAD_PASSED))
+        if unknown:
+            raise TypeError(f"cpp_extension.load: unsupported arguments {', '.join(unknown)}")
+        cpp, cuda = read_load_sources(sources, folder)
+        return cached_load_inline(name, cpp_sources=cpp, cuda_sources=cuda or None, functions=None, **kwargs)
+
+    return cached_load
+
+
 def make_counted_load_inline(real_load_inline, record: BuildRecord):
     """A builder other than torch's (torch_musa's `load_inline`, the musa backend on MUSA hardware) wrapped so its
     builds are recorded, its failures become `BuildError`s and its exported functions count calls like the cached

@@ -1,7 +1,7 @@
 """A fork server for candidate workers: Python and torch imported once, a fresh process per candidate still.
 
-Starting a worker with `python -m musacoder.judge.worker` imports torch every time: 2 s of CPU on an idle core, and
-8 s or more of wall time when 14 workers start at once beside builds (measured on the H200 machine). The fork server
+Starting a worker with `python -m musacoder.judge.worker` imports torch every time, which costs seconds of CPU, and
+far more wall time when many workers start at once beside builds (docs/benchmarks.md). The fork server
 is started once per worker configuration (cache folder, toolchain variables, device, memory limit, network
 isolation), with the same scrubbed environment and in the same network namespace a worker would get. It imports
 torch and the worker's modules, and never asks the GPU driver anything, never starts a thread pool and never sees
@@ -22,7 +22,7 @@ starts outlives its worker even where the host permits neither PID namespaces no
 
 So each candidate still gets a process no other candidate ran in; only the imports are shared, copy-on-write. PyTorch's
 own DataLoader forks after importing torch in the same way. CUDA cannot survive a fork, and torch refuses CUDA in the
-child of any process that so much as counted its GPUs (on the H200 every forked worker failed its start while the import of
+child of any process that so much as counted its GPUs (every forked worker failed its start while the import of
 `torch.utils.cpp_extension`, which calls `torch.cuda.is_available()`, reached the driver). So the
 server imports without asking the driver, then forks a probe child to check that CUDA is still allowed there, and
 refuses to start otherwise (workers then start with `python -m`).
@@ -49,11 +49,6 @@ import threading
 import time
 from pathlib import Path
 
-# torch._inductor: the profiler's first start imports it (about 900 modules, sympy among them: 1.5 s on an idle core),
-# and every verification profiles its correctness trials
-PRELOAD = ("torch", "torch.profiler", "torch._inductor", "torch.utils.cpp_extension", "musacoder.judge.worker",
-           "musacoder.judge.protocol", "musacoder.judge.inputs", "musacoder.legality.runtime", "musacoder.build.cache",
-           "musacoder.tasks", "musacoder.records")
 _MAX_MSG = 1 << 20
 # Variables a worker reads only after the fork (its GPU, its address-space limit): they do not need servers of their
 # own, so one server forks the workers of every GPU of a host.
@@ -114,18 +109,18 @@ def _send(sock: socket.socket, msg: dict) -> None:
 
 
 def _preload() -> None:
-    """Import PRELOAD without touching the GPU driver. Asking the driver anything (even `torch.cuda.is_available()`,
+    """Import what every worker imports before candidate code (`musacoder.judge.worker.setup.HARNESS_MODULES`)
+    without touching the GPU driver. Asking the driver anything (even `torch.cuda.is_available()`,
     which `torch.utils.cpp_extension` calls at import only to log a warning) makes torch refuse CUDA in every forked
     child ("Cannot re-initialize CUDA in forked subprocess"), so that check answers False while importing."""
-    import importlib
-
     import torch
+
+    from musacoder.judge.worker import setup
 
     real = torch.cuda.is_available
     torch.cuda.is_available = lambda: False
     try:
-        for name in PRELOAD:
-            importlib.import_module(name)
+        setup.prepare()
     finally:
         torch.cuda.is_available = real
     if torch.cuda.is_initialized():
@@ -206,9 +201,9 @@ def serve(fd: int) -> None:
 
 def _serve(sock: socket.socket, folders: dict[int, str]) -> None:
     try:
-        from musacoder.judge.worker import _drop_writable_import_paths
+        from musacoder.judge.worker.setup import drop_writable_import_paths
 
-        _drop_writable_import_paths()  # its own folder (`python -m` put it first): the forked workers inherit the path
+        drop_writable_import_paths()  # its own folder (`python -m` put it first): the forked workers inherit the path
         _preload()
     except BaseException as e:  # noqa: BLE001
         _send(sock, {"ready": False, "error": f"{type(e).__name__}: {e}"})
@@ -445,8 +440,8 @@ def server_env(extra_env: dict[str, str]) -> dict[str, str]:
 
 class _Registry:
     """One fork server per worker configuration, started on first use; a configuration whose server failed to start
-    is not tried again (its workers start the plain way). At most `max_servers` run at once (each holds about 0.5 GB
-    of imports): a new configuration closes the least recently used server that has no worker running."""
+    is not tried again (its workers start the plain way). At most `max_servers` run at once (each holds its imports'
+    memory): a new configuration closes the least recently used server that has no worker running."""
 
     def __init__(self, max_servers: int = 4):
         self._lock = threading.Lock()

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from musacoder.build import broker
-from musacoder.judge import forkserver, isolation, protocol
+from musacoder.judge import forkserver, isolation, messages, protocol
 from musacoder.judge.forkserver import ForkServerError, file_tail, kill_group
 
 ENV_KEEP_PREFIXES = ("CUDA", "NVIDIA", "TORCH", "TRITON", "LD_LIBRARY_PATH", "PATH", "CC", "CXX", "MAX_JOBS", "OMP_",
@@ -63,7 +63,8 @@ class WorkerDied(Exception):
 
 def worker_environment(workdir: Path, cache_dir: Path, extra: dict[str, str] | None) -> dict[str, str]:
     """A worker's whole environment: the toolchain variables kept from ours (`ENV_KEEP_PREFIXES`), its folder as HOME
-    and TMPDIR, build caches under `cache_dir`, the sandbox layers to enter, this package first on the import path,
+    and TMPDIR, build caches under `cache_dir` (torch's inductor's too: set here, so inductor never sets it in the
+    worker, where it would be an environment change after the harness guard's snapshot), the sandbox layers to enter, this package first on the import path,
     then `extra`."""
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_KEEP_PREFIXES)}
     # USER and LOGNAME: a worker may run as a uid without an account (the `uid` layer), where getpass.getuser(),
@@ -73,7 +74,8 @@ def worker_environment(workdir: Path, cache_dir: Path, extra: dict[str, str] | N
     own = Path(workdir) if broker.enabled() else Path(cache_dir)
     env.update(HOME=str(workdir), TMPDIR=str(workdir), USER="musacoder-worker", LOGNAME="musacoder-worker",
                PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", TORCH_EXTENSIONS_DIR=str(own / "torch_extensions"),
-               TRITON_CACHE_DIR=str(own / "triton"), MUSACODER_BUILD_BROKER="1" if broker.enabled() else "0",
+               TRITON_CACHE_DIR=str(own / "triton"), TORCHINDUCTOR_CACHE_DIR=str(own / "inductor"),
+               MUSACODER_BUILD_BROKER="1" if broker.enabled() else "0",
                **isolation.worker_env(workdir, cache_dir))
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -141,8 +143,8 @@ class Prestart:
     def take(self, key: tuple, start) -> _Started:
         """An idle worker for `key`, or one started now. The idle set is topped up afterwards, by `refill`, once the
         caller's own worker is ready: at the start of a batch every verification needs a worker at once, and CUDA
-        contexts made at the same moment slow each other down (4.3 s each with 28 on one H200, 0.14 s alone), so the
-        workers needed now are not made to share that start with the ones for later."""
+        contexts made at the same moment slow each other down (docs/benchmarks.md), so the workers needed now are not
+        made to share that start with the ones for later."""
         with self._lock:
             idle = self._idle.setdefault(key, [])
             while idle:
@@ -154,8 +156,8 @@ class Prestart:
 
     def refill(self, key: tuple, start) -> None:
         """Start idle workers for `key` up to `target`. Idle workers and those still being started are counted
-        together, so callers arriving at once never start more than `target` ahead (each of 14 concurrent callers once
-        started 13, and ~90 idle CUDA contexts filled a GPU)."""
+        together, so callers arriving at once never start more than `target` ahead (counted apart, concurrent callers
+        each started nearly `target`, and the idle CUDA contexts filled a GPU)."""
         with self._lock:
             idle = self._idle.setdefault(key, [])
             total = sum(len(ws) for ws in self._idle.values()) + self._starting
@@ -183,7 +185,7 @@ class Prestart:
     def release(self, linger_s: float) -> None:
         """The batch ended: kill the idle workers after `linger_s` seconds unless a batch is running by then (an RL
         run verifies one batch per step, and the next step's first verifications then find ready workers instead of
-        making every CUDA context at once). Idle workers hold a CUDA context each (~0.5 GB) while they linger; nothing
+        making every CUDA context at once). Idle workers hold a CUDA context each while they linger; nothing
         ever ran in them, and each still serves one verification only."""
         with self._lock:
             self._released += 1
@@ -277,7 +279,7 @@ class Sandbox:
             return _Started(self.cache_dir, self.extra_env, self.isolate_network, server)
 
         # Only GPU verifications use workers started ahead: there the CPU has room while the GPU stages run. For CPU
-        # verifications the extra starts compete with the work itself (0.8x throughput measured on 2 cores).
+        # verifications the extra starts compete with the work itself (lower throughput, docs/benchmarks.md).
         ahead = self.use_prestarted and PRESTART.target and "MUSACODER_PREWARM_DEVICE" in self.extra_env
         t0 = time.monotonic()
         w = PRESTART.take(key, start) if ahead else start()
@@ -314,9 +316,11 @@ class Sandbox:
         self.layers = (isolation.prefix_layers(prefix) if self.isolate_network else []) + \
             [str(x) for x in entered.get("layers", [])]
 
-    def request(self, msg: dict, timeout_s: float) -> dict:
-        """Send one request and wait for its reply, at most `timeout_s` seconds (the builds it asks for included)."""
+    def request(self, msg: messages.Request | dict, timeout_s: float) -> dict:
+        """Send one request (a `musacoder.judge.messages` record, or its wire dict) and wait for its reply, at most
+        `timeout_s` seconds (the builds it asks for included)."""
         assert self.proc is not None
+        msg = msg.to_wire() if isinstance(msg, messages.Request) else dict(msg)
         deadline = time.monotonic() + timeout_s
         key = secrets.randbits(62)  # each reply must carry it: a message written by candidate code cannot know it
         try:
@@ -353,7 +357,7 @@ class Sandbox:
                                   isolation.worker_uid(str(self.workdir)))
         return reply
 
-    def build_in_builder(self, msg: dict, timeout_s: float, installer) -> dict:
+    def build_in_builder(self, msg: messages.BuildRequest | dict, timeout_s: float, installer) -> dict:
         """Run one `op_build` request in a fresh worker of this one's configuration (no device warmed ahead), and
         hand its `stage` folder to `installer(stage, reply)` while that worker's folder still exists. A builder that
         does not start, dies or runs past the deadline raises as the candidate's own worker would (`WorkerStartFailed`

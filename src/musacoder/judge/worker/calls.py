@@ -1,0 +1,89 @@
+"""The correctness requests: `init` (the candidate's model and the worker's reference copy), `trial` (one profiled
+call on inputs made here), `resend` (the last outputs again) and `ipc_probe` (a known pattern over CUDA IPC, before
+any candidate code)."""
+
+from __future__ import annotations
+
+from musacoder.judge import messages
+from musacoder.judge.worker.errors import CandidateError, candidate_error
+
+
+def handle_init(worker, req: messages.InitRequest) -> dict:
+    """Make ModelNew (candidate code) and the worker's reference copy (harness), both with the reference's
+    weights. Only what ModelNew's constructor and its `.to()` raise is the candidate's error."""
+    torch = worker.torch
+    if req.device:
+        worker.set_device(req.device)
+    worker.release_memory = bool(req.release_memory)
+    init_inputs = list(req.init_inputs)
+    if worker.candidate is None:
+        worker.ref_model = _reference(worker, init_inputs, req.state_dict, req.seed)
+        return {"ok": True, "notes": []}
+    torch.manual_seed(req.seed)
+    try:
+        model = worker.candidate.ModelNew(*init_inputs)
+        notes = _load_weights(torch, model, req.state_dict)
+        worker.model = model.to(worker.device)
+        worker.sync()
+    except BaseException as e:  # noqa: BLE001 - the candidate's constructor
+        return candidate_error(e, "ModelNew.__init__")
+    if worker.task_module is not None and req.build_reference:
+        worker.ref_model = _reference(worker, init_inputs, req.state_dict, req.seed)
+    return {"ok": True, "notes": notes, "device_mem_peak": worker.device_mem_peak()}
+
+
+def _load_weights(torch, model, ref_sd: dict) -> list[str]:
+    """Copy the reference's weights into the candidate's model where names and shapes match; a note for each that
+    does not."""
+    notes = []
+    own = model.state_dict()
+    with torch.no_grad():
+        for k, v in ref_sd.items():
+            if k in own and own[k].shape == v.shape:
+                own[k].copy_(v)
+            elif k in own:
+                notes.append(f"{k}: shape {tuple(own[k].shape)} differs from the reference's {tuple(v.shape)}")
+            else:
+                notes.append(f"{k}: not kept as a parameter/buffer of ModelNew (weights may differ)")
+    return notes
+
+
+def _reference(worker, init_inputs, state_dict, seed: int):
+    worker.torch.manual_seed(seed)
+    ref = worker.task_module.Model(*init_inputs)
+    ref.load_state_dict(state_dict)
+    return ref.to(worker.device)
+
+
+def handle_trial(worker, req: messages.TrialRequest) -> dict:
+    """One candidate call on inputs made here from the trial's seed, the allocator poisoned first."""
+    from musacoder.judge.inputs import make_inputs
+
+    inputs = make_inputs(worker.task_module, req.seed, perturb=req.perturb, device=worker.device)
+    worker.poison_allocator(inputs)
+    try:
+        out, report = worker.forward(inputs, profile=req.profile, seed=req.seed, perturb=req.perturb,
+                                     expect=req.expect)
+    except CandidateError as e:
+        return candidate_error(e.error, "forward")
+    del inputs
+    return {"ok": True, "outputs": worker.outputs_reply(out, req.ipc), "report": report}
+
+
+def handle_resend(worker, req: messages.ResendRequest) -> dict:
+    """The last outputs again, through the pipe (the trusted side could not read their CUDA IPC exports)."""
+    from musacoder.judge.inputs import to_cpu
+
+    last = worker.last_outputs
+    if isinstance(last, dict):  # take_outputs' rounds
+        return {"ok": True, "outputs": {r: to_cpu(o) for r, o in last.items()}}
+    return {"ok": True, "outputs": to_cpu(last)}
+
+
+def handle_ipc_probe(worker, req: messages.IpcProbeRequest) -> dict:
+    """Export a known pattern on the verification's GPU (before any candidate code is imported)."""
+    from musacoder.judge import ipc as cuda_ipc
+
+    worker.device = req.device
+    worker.torch.cuda.set_device(worker.torch.device(worker.device))
+    return {"ok": True, "probe": cuda_ipc.probe_spec(worker.device, worker.exports)}

@@ -1,0 +1,287 @@
+"""The timing requests: `time` (interleaved rounds of the candidate and the eager reference, with secret audited and
+re-checked rounds), `take_outputs` (what those rounds kept), and the reference-only worker's `time_reference`,
+`compile_reference` and `time_compile`. How one call is timed is `musacoder.judge.timing`'s; this module decides
+which rounds run, what each round checks and what is kept.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from musacoder.judge import messages
+from musacoder.judge.worker.errors import CandidateError, candidate_error, guarded
+from musacoder.judge.worker.guard import layout
+
+
+class RotatingInputs:
+    """The inputs of timing round r: set r mod P, refilled in place from seed(master, r) before reuse, so contents
+    never repeat while pointers do (the same for the candidate's rounds and the reference's), drawn with the
+    perturbation the trusted side chose for timing (`musacoder.judge.inputs`)."""
+
+    def __init__(self, worker, master: int, n_sets: int, perturb: str | None = None):
+        self.worker, self.master, self.n_sets, self.sets = worker, master, max(1, n_sets), []
+        self.perturb = perturb
+
+    def __call__(self, r: int):
+        from musacoder.judge.inputs import make_inputs, seed_for
+
+        w = self.worker
+        fresh = make_inputs(w.task_module, seed_for(self.master, r), perturb=self.perturb, device=w.device)
+        if len(self.sets) < self.n_sets:
+            self.sets.append(fresh)
+            return fresh
+        cur = self.sets[r % self.n_sets]
+        with w.torch.no_grad():
+            for dst, src in zip(cur, fresh):
+                if isinstance(dst, w.torch.Tensor):
+                    dst.copy_(src)
+        return cur
+
+    def clear(self) -> None:
+        self.sets.clear()
+
+
+class _TimedRun:
+    """One `time` request's rounds (see `handle_time`): what each round ran, saw and kept."""
+
+    def __init__(self, worker, req: messages.TimeRequest):
+        from musacoder.judge.timing import RoundTrip, Timer
+
+        torch, device = worker.torch, worker.device
+        self.worker, self.req = worker, req
+        self.audits = set(req.audit_rounds)
+        # late audits: after the pool the fixed ones are drawn from, each round is profiled with probability
+        # `late_audit_p` (a secret key; at most `late_audit_max` of them), decided before the call, so a candidate
+        # cannot count calls to be honest only in the rounds the profiler sees
+        self.late_picker, self.late = random.Random(req.late_audit_key), 0
+        # the checked rounds: a reservoir sample (secret key) over every timed round of the run, however long it
+        # runs, decided after each round's clock stopped; so no round, early or late, is safe from the re-check
+        self.picker, self.kept, self.timed_rounds = random.Random(req.check_key), [], 0
+        self.checked, self.audit_out = {}, {}
+        self.no_launch, self.relaid, self.patched = [], [], []  # `patched`: the call changed what the harness runs
+        self.cand_ms, self.ref_ms = [], []
+        self.inputs_for = RotatingInputs(worker, req.master_seed, req.input_sets, req.perturb)
+        self.timer = Timer(torch, device, req.l2_flush_bytes)
+        self.trip = RoundTrip(torch) if device.startswith("cuda") else \
+            RoundTrip(torch, "musa") if device.startswith("musa") else RoundTrip(None)
+        worker.held = {}
+
+    def keep(self, out):
+        from musacoder.judge.inputs import nbytes
+
+        return _clone(out) if nbytes(out) < self.req.host_hold_bytes else _to_host(out)
+
+    def is_audit(self, r: int, final_round) -> bool:
+        req = self.req
+        if r in self.audits or r == final_round:
+            return True
+        if r >= req.late_audit_from and self.late < req.late_audit_max and self.late_picker.random() < req.late_audit_p:
+            self.late += 1
+            return True
+        return False
+
+    def audit_round(self, r: int, args) -> None:
+        """The candidate's call under the profiler, untimed; its output kept for the trusted side's re-check."""
+        from musacoder.judge.inputs import seed_for
+
+        self.timer.flush()  # the profiler's device time is taken from the L2 state the timed rounds start from
+        out, report = self.worker.forward(args, profile=True, seed=seed_for(self.req.master_seed, r),
+                                          perturb=self.req.perturb, expect=self.req.expect, exact=False)
+        self.audit_out[r] = {"report": report}
+        self.worker.held[r] = self.keep(out)
+
+    def timed_round(self, r: int, args) -> bool:
+        """The candidate's call timed, then the reference's on the same inputs. False when the round showed the call
+        illegal in a way that must end the timing (nothing more runs on inputs or harness code it changed)."""
+        w = self.worker
+        launches0, layout0 = w.launches(), layout(args)
+        t_c, out = guarded(self.timer.timed, w.model, args)
+        if w.check_harness():
+            self.patched.append(r)
+        if w.launches() == launches0:
+            self.no_launch.append(r)
+        if layout(args) != layout0:  # the reference runs on these same tensors next
+            self.relaid.append(r)
+        if self.relaid[-1:] == [r] or self.patched[-1:] == [r]:
+            return False
+        self.timed_rounds += 1
+        self.maybe_keep(r, out)
+        del out
+        t_r, ref_out = self.timer.timed(w.ref_model, args)
+        del ref_out
+        if r >= self.req.warmup:
+            self.cand_ms.append(t_c)
+            self.ref_ms.append(t_r.stream_ms)  # trusted eager PyTorch: its work is on the stream it was called on
+            self.trip.sample([t.stream_ms for t in self.cand_ms])
+        return True
+
+    def maybe_keep(self, r: int, out) -> None:
+        """Keep round r's output if the reservoir sample picks it (a timed round like any other: decided only after
+        the clock stopped)."""
+        from musacoder.judge.inputs import output_problem
+
+        keep_n = self.req.check_keep
+        slot = len(self.kept) if len(self.kept) < keep_n else self.picker.randrange(self.timed_rounds)
+        if slot >= keep_n:
+            return
+        if slot < len(self.kept):
+            self.checked.pop(self.kept[slot], None)
+            self.worker.held.pop(self.kept[slot], None)
+            self.kept[slot] = r
+        else:
+            self.kept.append(r)
+        bad = output_problem(out, self.req.expect, exact=False)
+        self.checked[r] = {"report": {"output_type_error": bad} if bad else {}}
+        self.worker.held[r] = None if bad else self.keep(out)
+
+    def enough(self, r: int, started_ns: int) -> bool:
+        """Whether the timed rounds so far meet the stopping rule (after every fixed audit and `repeats` rounds: at
+        `max_repeats`, past the time budget, or both relative standard errors under `target_sem`)."""
+        from musacoder.judge.timing import rel_sem
+
+        req, n = self.req, len(self.cand_ms)
+        if r <= max(self.audits, default=0) or n < req.repeats:
+            return False
+        return n >= req.max_repeats or (time.perf_counter_ns() - started_ns) > req.budget_s * 1e9 or (
+            rel_sem(self.trip.charge(self.cand_ms)) < req.target_sem and rel_sem(self.ref_ms) < req.target_sem)
+
+    def reply(self, final_round) -> dict:
+        w = self.worker
+        return {"ok": True, "candidate_ms": self.trip.charge(self.cand_ms), "reference_ms": self.ref_ms,
+                "audits": self.audit_out, "checks": self.checked, "device_mem_peak": w.device_mem_peak(),
+                "timer_overhead_ms": self.trip.ms(), "no_launch_rounds": self.no_launch,
+                "relaid_rounds": self.relaid, "final_round": final_round, "patched_rounds": self.patched,
+                "patched": sorted(w.guard.moved)[:5], "device_clocks": sorted(w.device_clocks)}
+
+
+def handle_time(worker, req: messages.TimeRequest) -> dict:
+    """Interleaved timing of candidate and reference over rotating input sets, with secret audit rounds.
+
+    Round r uses input set r mod P, refilled in place from seed(master, r) before reuse, so contents never repeat
+    while pointers do. The candidate runs before the reference in every round. Audit rounds run the candidate under
+    the profiler (untimed) and keep its output for the trusted side to re-check; check rounds are ordinary timed
+    rounds whose output is also kept (after the clock stopped, so nothing tells them apart from the others),
+    `check_keep` of them drawn by reservoir sampling over every timed round of the run (a secret `check_key`), so a
+    late round is as likely to be re-checked as an early one. Outputs of `host_hold_bytes` or more are kept in host
+    memory rather than on the device. Every timed round must call the candidate's own kernels (counted by the build
+    hook). Once the stopping rule is met (`_TimedRun.enough`), one more audited round ends the run."""
+    run = _TimedRun(worker, req)
+    started = time.perf_counter_ns()
+    r, final_round = 0, None
+    while True:
+        args = run.inputs_for(r)
+        try:
+            if run.is_audit(r, final_round):
+                run.audit_round(r, args)
+                if r == final_round:
+                    break
+            elif not run.timed_round(r, args):
+                break  # illegal already
+        except CandidateError as e:
+            return candidate_error(e.error, f"forward (timing round {r})")
+        r += 1
+        if final_round is None and run.enough(r, started):
+            final_round = r
+    run.inputs_for.clear()
+    return run.reply(final_round)
+
+
+def handle_take_outputs(worker, req: messages.TakeOutputsRequest) -> dict:
+    """The outputs kept from the last `time` request's audit and check rounds (those of `rounds`, default all),
+    handed over and forgotten here: the trusted side fetches them after the device's timing slot is released, one
+    round at a time for large outputs. With `ipc`, each goes over CUDA IPC, an output kept in host memory moved back
+    to the device first (one at a time)."""
+    from musacoder.judge.inputs import to_cpu
+
+    held = worker.held
+    picked = {r: held.pop(r) for r in (list(held) if req.rounds is None else req.rounds) if r in held}
+    if req.ipc:
+        from musacoder.judge import ipc as cuda_ipc
+
+        picked = {r: _to_device(o, worker.device) for r, o in picked.items()}
+        worker.last_outputs = picked
+        return {"ok": True, "outputs": {r: to_cpu(cuda_ipc.export_outputs(o, worker.exports)) if o is not None
+                                        else None for r, o in picked.items()}}
+    worker.last_outputs = picked
+    return {"ok": True, "outputs": {r: to_cpu(o) if o is not None else None for r, o in picked.items()}}
+
+
+def handle_time_reference(worker, req: messages.TimeReferenceRequest) -> dict:
+    """Time the eager reference alone, in a reference-only worker (no candidate code was ever loaded here), on
+    rotating input sets from `master_seed` as `time` makes them: `warmup` untimed rounds, then `repeats` timed
+    ones. The candidate's worker times the reference beside its own rounds; this figure is the one nothing the
+    candidate left in its process (allocator, thread and scheduling state, patched functions) can slow down."""
+    from musacoder.judge.timing import Timer
+
+    if worker.candidate is not None or worker.ref_model is None:
+        raise RuntimeError("time_reference runs only in a reference-only worker after init")
+    timer = Timer(worker.torch, worker.device, req.l2_flush_bytes)
+    inputs_for = RotatingInputs(worker, req.master_seed, req.input_sets, req.perturb)
+    times: list[float] = []
+    for r in range(req.warmup + req.repeats):
+        t, out = timer.timed(worker.ref_model, inputs_for(r))
+        del out
+        if r >= req.warmup:
+            times.append(t.stream_ms)
+    inputs_for.clear()
+    return {"ok": True, "reference_ms": times}
+
+
+def handle_compile_reference(worker, req: messages.CompileReferenceRequest) -> dict:
+    """Compile the reference with torch.compile and run it once on each input set (the compile and its warm-up are
+    host work: the device need not be held exclusively for them)."""
+    from musacoder.judge.inputs import make_inputs, seed_for
+
+    torch = worker.torch
+    worker.compiled = torch.compile(worker.ref_model, mode=req.mode or None)
+    worker.compile_sets = [make_inputs(worker.task_module, seed_for(req.master_seed, 7_000_000 + i),
+                                       perturb=req.perturb, device=worker.device)
+                           for i in range(req.input_sets)]
+    with torch.no_grad():
+        for inputs in worker.compile_sets:
+            worker.compiled(*inputs)
+    worker.sync()
+    return {"ok": True}
+
+
+def handle_time_compile(worker, req: messages.TimeCompileRequest) -> dict:
+    """Time the compiled reference (`compile_reference` first) on rotating inputs: the `torch.compile` baseline."""
+    from musacoder.judge.timing import Timer
+
+    timer = Timer(worker.torch, worker.device, req.l2_flush_bytes)
+    sets, times = worker.compile_sets, []
+    for r in range(req.warmup + req.repeats):
+        t, _ = timer.timed(worker.compiled, sets[r % len(sets)])
+        if r >= req.warmup:
+            times.append(t.stream_ms)  # trusted code (inductor's kernels), timed like the eager reference
+    return {"ok": True, "compile_ms": times}
+
+
+def _to_host(out):
+    from musacoder.judge.inputs import to_cpu
+
+    return to_cpu(out)
+
+
+def _to_device(out, device: str):
+    """Large host tensors of `out` back on `device` (for a CUDA IPC export); everything else as it is."""
+    import torch
+
+    if isinstance(out, torch.Tensor) and not out.is_cuda and device.startswith("cuda") \
+            and out.numel() * out.element_size() >= (64 << 20):
+        return out.to(device)
+    if isinstance(out, (list, tuple)):
+        return type(out)(_to_device(x, device) for x in out)
+    return out
+
+
+def _clone(out):
+    """A copy on the same device, so a candidate that reuses one output buffer cannot change a kept output later."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out.detach().clone()
+    if isinstance(out, (list, tuple)):
+        return type(out)(_clone(x) for x in out)
+    return out
