@@ -313,8 +313,9 @@ class ModelNew(nn.Module):
     ("import os\ng = os.path.genericpath\n", "genericpath"),
     # private API and the builders the verifier does not hook
     ("w = torch.utils.cpp_extension._maybe_write\n", "private API"),
-    ("from torch.utils.cpp_extension import load\n", "cpp_extension.load"),
-    ("e2 = torch.utils.cpp_extension.load(name='x', sources=['x.cpp'])\n", "cpp_extension.load"),
+    ("from torch.utils.cpp_extension import BuildExtension\n", "cpp_extension.BuildExtension"),
+    # load() builds only sources the candidate wrote from its own string literals
+    ("e2 = torch.utils.cpp_extension.load(name='x', sources=['x.cpp'])\n", "not a file this candidate writes"),
     # getattr and eval under other names
     ("import operator\ns = operator.attrgetter('sys')(torch)\n", "attrgetter"),
     ("import typing\nh = typing.get_type_hints\n", "get_type_hints"),
@@ -585,3 +586,178 @@ def test_an_honest_triton_kernel_with_a_heuristic_passes():
     code = _TRITON.replace("{pre}", "").replace("{body}", _LOAD_STORE).replace(
         "@triton.jit", "@triton.heuristics({'EVEN': lambda args: args['n'] % args['BLOCK'] == 0})\n@triton.jit")
     assert check_static(code, "triton").violations == []
+
+
+# --- forms real kernel answers use (issue 37.5): accepted, with their near-variants still rejected ------------------
+
+CUDA_HEAD = '''import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.cpp_extension import load_inline
+src = r"""#include <torch/extension.h>
+__global__ void k(float* y, const float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }
+torch::Tensor f(torch::Tensor x) { auto y = torch::empty_like(x); return y; }"""
+ext = load_inline(name="e", cpp_sources="torch::Tensor f(torch::Tensor x);", cuda_sources=src, functions=["f"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 3)
+        self.ln = nn.LayerNorm(8)
+
+    def forward(self, x, w=None):
+'''
+
+
+def cuda_rules(body, backend="cuda"):
+    return check_static(CUDA_HEAD + body + "\n", backend).violations
+
+
+@pytest.mark.parametrize("body", [
+    "        if not x.is_cuda:\n            return F.conv2d(x, self.conv.weight)\n        return ext.f(x)",
+    "        if not x.is_cuda:\n            return self.ln(x)\n        return ext.f(x)",
+    "        if x.device.type != 'cuda':\n            return torch.relu(x)\n        return ext.f(x)",
+    "        if x.device.type == 'cpu':\n            return torch.relu(x)\n        return ext.f(x)",
+    "        if x.is_cpu:\n            return torch.relu(x)\n        return ext.f(x)",
+    "        if not x.is_cuda or not w.is_cuda:\n            return torch.relu(x)\n        return ext.f(x)",
+    "        if not x.is_cuda and x.numel() > 0:\n            return torch.relu(x)\n        return ext.f(x)",
+    "        if x.is_cuda:\n            return ext.f(x)\n        else:\n            return F.relu(x)",
+    "        return ext.f(x) if x.is_cuda else F.relu(x)",
+    "        return F.relu(x) if not x.is_cuda else ext.f(x)",
+])
+def test_device_guard_on_an_input_is_dead_code_for_cuda(body):
+    assert cuda_rules(body) == []
+
+
+@pytest.mark.parametrize("body, phrase", [
+    # the guarded branch is the one that runs on the GPU
+    ("        if x.is_cuda:\n            return F.relu(x)\n        return ext.f(x)", "torch.nn.functional.relu"),
+    # `or` with a test the verifier does not fix: the branch can run
+    ("        if not x.is_cuda or x.numel() < 1024:\n            return torch.relu(x)\n        return ext.f(x)",
+     "torch.relu"),
+    # a guard on something other than an input's device
+    ("        if not self.conv.weight.is_cuda:\n            return torch.relu(x)\n        return ext.f(x)", "torch.relu"),
+    ("        if x.dtype != torch.float32:\n            return torch.relu(x)\n        return ext.f(x)", "torch.relu"),
+    # the input moved to the CPU first: the guard is on a rebound name
+    ("        x = x.cpu()\n        if not x.is_cuda:\n            return torch.relu(x)\n        return ext.f(x)",
+     "torch.relu"),
+    # a bare-except fallback stays illegal, guard or not
+    ("        try:\n            return ext.f(x)\n        except Exception:\n            return F.relu(x)", "try/except"),
+])
+def test_device_guard_near_variants_stay_rejected(body, phrase):
+    got = cuda_rules(body)
+    assert any(phrase in v for v in got), got
+
+
+def test_device_guard_is_pruned_only_for_the_cuda_backend():
+    body = "        if not x.is_cuda:\n            return F.relu(x)\n        return ext.f(x)"
+    got = check_static(HEAD + "import torch.nn.functional as F\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+                       + body + "\n", "cpu").violations
+    assert any("torch.nn.functional.relu" in v for v in got), got
+
+
+@pytest.mark.parametrize("line", [
+    "n = math.prod(x.shape)",
+    "n = x.numel()",
+    "n = int(torch.prod(torch.tensor(x.shape)).item())",
+    "n = torch.tensor(x.size()).prod().item()",
+    "n = math.prod(x.shape[1:])",
+    "rows = x.shape[0] * x.shape[1]",
+    "n = torch.prod(torch.tensor([x.size(0), x.size(1)]))",
+    "shape = x.shape\n        n = math.prod(shape)",
+])
+def test_arithmetic_on_shapes_passes(line):
+    assert cuda_rules(f"        {line}\n        return ext.f(x)") == []
+
+
+def test_numpy_prod_on_a_shape_passes_and_nothing_else_of_numpy():
+    head = "import numpy as np\n" + CUDA_HEAD
+    ok = check_static(head + "        n = int(np.prod(x.shape))\n        return ext.f(x)\n", "cuda").violations
+    assert ok == []
+    bad = check_static(head + "        n = np.prod(x)\n        return ext.f(x)\n", "cuda").violations
+    assert any("numpy.prod" in v and "x.shape" in v for v in bad), bad
+    bad = check_static(head + "        n = np.sum(x.shape)\n        return ext.f(x)\n", "cuda").violations
+    assert any("numpy.sum is not allowed" in v for v in bad), bad
+
+
+@pytest.mark.parametrize("line, phrase", [
+    ("return torch.prod(x)", "torch.prod(...) over tensor data"),
+    ("return torch.prod(torch.tensor(x))", "torch.tensor(...)"),
+    ("return math.prod(x)", "math.prod(...) over x"),
+    ("return x.prod()", ".prod()"),
+    ("return torch.tensor(x.shape).prod() * x", "arithmetic on the tensor"),
+])
+def test_products_over_data_stay_rejected(line, phrase):
+    got = cuda_rules(f"        ext.f(x)\n        {line}")
+    assert any(phrase in v for v in got), got
+
+
+LOAD_FILE = '''import os
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load
+
+cuda_src = r"""#include <torch/extension.h>
+__global__ void relu_k(const float* x, float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i] > 0 ? x[i] : 0; }
+torch::Tensor relu(torch::Tensor x) { auto y = torch::empty_like(x); int n = x.numel(); relu_k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n); return y; }
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("relu", &relu); }
+"""
+build_dir = os.path.join(os.getcwd(), "relu_build")
+os.makedirs(build_dir, exist_ok=True)
+src_path = os.path.join(build_dir, "relu_kernel.cu")
+with open(src_path, "w") as f:
+    f.write(cuda_src)
+ext = load(name="relu_ext", sources=[src_path], extra_cuda_cflags=["-O3"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu(x)
+'''
+
+
+def test_cpp_extension_load_of_a_written_source_passes():
+    assert check_static(LOAD_FILE, "cuda").violations == []
+    lazy = LOAD_FILE.replace("with open(src_path", "def build():\n    with open(src_path").replace(
+        "    f.write(cuda_src)\next = load(", "        f.write(cuda_src)\n    return load(").replace(
+        "        return ext.relu(x)", "        return build().relu(x)")
+    assert check_static(lazy, "cuda").violations == [], check_static(lazy, "cuda").violations
+
+
+@pytest.mark.parametrize("old, new, phrase", [
+    ("f.write(cuda_src)", "f.write(cuda_src.replace('0', '1'))", "open() may only write a native source"),
+    ("sources=[src_path]", "sources=['/opt/elsewhere/k.cu']", "not a file this candidate writes"),
+    ('"w") as f', '"a") as f', "open() may only write"),
+    ("relu_kernel.cu", "relu_kernel.py", "open() may only write"),
+    ("class ModelNew", "cuda_src = open('k.cu').read()\n\n\nclass ModelNew", "open() may only write"),
+    ("sources=[src_path]", "sources=src_list", "needs sources=[...]"),
+])
+def test_cpp_extension_load_near_variants_stay_rejected(old, new, phrase):
+    code = LOAD_FILE.replace(old, new)
+    assert code != LOAD_FILE
+    got = check_static(code, "cuda").violations
+    assert any(phrase in v for v in got), got
+
+
+def test_cpp_extension_load_backend_rules():
+    cpu = LOAD_FILE.replace("relu_kernel.cu", "relu_kernel.cpp")
+    assert any("needs a .cu source" in v for v in check_static(cpu, "cuda").violations)
+    assert any("C++ only" in v for v in check_static(LOAD_FILE, "cpu").violations)
+
+
+def test_runtime_allows_prod_only_over_a_handful_of_sizes():
+    from types import SimpleNamespace
+
+    from musacoder.legality.runtime import analyse_events
+
+    def ev(shapes):
+        return SimpleNamespace(name="aten::prod", device_type="DeviceType.CPU", is_user_annotation=False,
+                               time_range=SimpleNamespace(elapsed_us=lambda: 0.0), cpu_parent=None,
+                               input_shapes=shapes, kernels=[])
+
+    assert analyse_events([ev([[4], []])]).illegal_ops == []
+    assert analyse_events([ev([[4096], []])]).illegal_ops  # a vector of data, not of sizes
+    assert analyse_events([ev([[4, 4], []])]).illegal_ops
+    assert analyse_events([ev([])]).illegal_ops  # shapes not recorded: nothing proves it is sizes

@@ -9,8 +9,11 @@ import re
 # Module imports a candidate may use. Everything else (sys, gc, inspect, ctypes, threading, time, …) is illegal.
 ALLOWED_IMPORTS = {
     "torch", "triton", "math", "typing", "os", "functools", "itertools", "operator", "numbers", "dataclasses",
-    "collections", "enum", "__future__", "warnings", "typing_extensions", "torch_musa",
+    "collections", "enum", "__future__", "warnings", "typing_extensions", "torch_musa", "numpy",
 }
+# What a candidate may use of NumPy: `prod`, to multiply a tensor's sizes (the static rules refuse it on anything
+# else in the forward path).
+NUMPY_ALLOWED = {"prod"}
 # Sub-packages of allowed imports that are still off limits (introspection, graph capture, fallbacks).
 FORBIDDEN_MODULE_PREFIXES = (
     "torch._", "torch.profiler", "torch.autograd", "torch.library", "torch.jit", "torch.compiler", "torch.fx",
@@ -34,7 +37,7 @@ FORBIDDEN_ATTRS = {
               "set_rng_state", "random.get_rng_state", "cuda.get_rng_state", "utils.dlpack", "_utils"},
     "os": {"system", "popen", "fork", "forkpty", "spawnl", "spawnv", "execv", "execl", "kill", "remove", "unlink",
            "rmdir", "open", "write", "read", "dup", "dup2", "pipe", "chdir", "_exit", "walk", "listdir", "scandir",
-           "symlink", "rename", "replace", "makedirs", "mkdir", "getpid", "getppid", "killpg", "setsid"},
+           "symlink", "rename", "replace", "mkdir", "getpid", "getppid", "killpg", "setsid"},
 }
 FORBIDDEN_ATTRS.update({
     "triton": {"compile", "compiler", "testing", "profiler", "knobs"},
@@ -55,12 +58,15 @@ TYPING_ALLOWED = {
 OPERATOR_ALLOWED = {"index", "itemgetter", "length_hint", "is_", "is_not", "truth", "not_", "contains", "getitem"}
 # What a candidate may use of `os` (an allow-list: the rest starts processes, touches files or changes scheduling).
 OS_ALLOWED = {"environ", "path", "getenv", "cpu_count", "sep", "pathsep", "linesep", "name", "fspath", "PathLike",
-              "devnull", "curdir", "pardir", "extsep", "getcwd"}
+              "devnull", "curdir", "pardir", "extsep", "getcwd", "makedirs"}
 # What a candidate may use of `warnings`: its `warn` (catching warnings reads back the caller's stack: which file
 # called forward, the timer's or the profiler's).
 WARNINGS_ALLOWED = {"warn"}
-# What a candidate may use of `torch.utils.cpp_extension`: its one builder, which the verifier hooks.
-CPP_EXTENSION_ALLOWED = {"load_inline", "include_paths", "CUDA_HOME"}
+# What a candidate may use of `torch.utils.cpp_extension`: its builders, which the verifier hooks (`load` builds
+# source files the candidate wrote from string literals of its own file, see `legality.static`).
+CPP_EXTENSION_ALLOWED = {"load_inline", "load", "include_paths", "CUDA_HOME"}
+# File names a candidate may write (its native sources, for `cpp_extension.load`).
+NATIVE_SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".mu", ".muh")
 # Modules that allowed ones import and so expose as attributes (`torch.sys`, `os.sys`, `typing.sys`,
 # `torch.utils.cpp_extension.subprocess` …): an attribute by one of these names is rejected on any receiver, since
 # an alias of an allowed module (`t = torch; t.sys`) hides the receiver from the analysis.
@@ -93,7 +99,7 @@ TORCH_SUBMODULE_PLUMBING = {
                 "get_device_capability", "device", "set_device"},
     ("musa",): {"current_device", "synchronize", "is_available", "device_count", "current_stream", "get_device_name",
                 "get_device_capability", "device", "set_device"},
-    ("utils", "cpp_extension"): {"load_inline"},
+    ("utils", "cpp_extension"): {"load_inline", "load"},
 }
 # Tensor methods allowed in the forward path (views, allocation, metadata, casts, copies).
 TENSOR_PLUMBING = {

@@ -133,7 +133,9 @@ class Resolver:
                 if node.name == "ModelNew":
                     self.modelnew = node
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and (self.resolve(node.func) or "").endswith("load_inline"):
+            # the builders: load_inline, and cpp_extension.load of source files (both hooked by the worker)
+            if isinstance(node, ast.Call) and ((path := self.resolve(node.func) or "").endswith("load_inline")
+                                               or path.endswith("cpp_extension.load")):
                 self.load_inline_calls.append(node)
 
     # -- names ---------------------------------------------------------------------------------------------------

@@ -27,8 +27,12 @@ PLUMBING_EXTRAS = {
     "squeeze_", "unsqueeze_", "as_strided_", "_has_compatible_shallow_copy_type", "set_", "result_type",
     "is_nonzero", "split_with_sizes", "lift_fresh_copy", "scalar_tensor", "view_as_real", "view_as_complex",
     "resize_", "uniform_", "normal_", "random_", "record_stream", "empty_permuted", "_empty_affine_quantized",
-    "contiguous", "expand_copy", "reshape_as", "align_to", "requires_grad_",
+    "contiguous", "expand_copy", "reshape_as", "align_to", "requires_grad_", "detach_",
 }
+# Ops allowed on a tensor of a tensor's sizes only (`torch.prod(torch.tensor(x.shape))`): their recorded input is
+# one dimension of at most MAX_SIZES_TENSOR elements (a tensor's rank). Without recorded shapes they stay illegal.
+SIZE_ARITHMETIC = {"aten::prod"}
+MAX_SIZES_TENSOR = 8
 ALLOWED_ATEN = PAPER_WHITELIST | PLUMBING_EXTRAS
 ALLOWED_PREFIXES = ("_assert_", "_cast_")
 EXT_RANGE = "musacoder::ext::"
@@ -117,6 +121,13 @@ def python_compute_violations(python_op_counts: dict[str, int]) -> list[str]:
     return out
 
 
+def _size_arithmetic(ev) -> bool:
+    """An op of `SIZE_ARITHMETIC` on a one-dimensional input of a tensor's rank at most, with no device kernel."""
+    shapes = getattr(ev, "input_shapes", None) or []
+    return ev.name in SIZE_ARITHMETIC and bool(shapes) and len(shapes[0]) == 1 \
+        and shapes[0][0] <= MAX_SIZES_TENSOR and not getattr(ev, "kernels", None)
+
+
 def _ancestors(ev):
     p = ev.cpu_parent
     while p is not None:
@@ -152,7 +163,7 @@ def analyse_events(events) -> RuntimeReport:
         other = caller is not None and getattr(ev, "thread", caller) != caller
         if ext is None and not other:
             rep.python_op_counts[name] = rep.python_op_counts.get(name, 0) + 1
-        if name.startswith("aten::") and aten_allowed(name):
+        if name.startswith("aten::") and aten_allowed(name) or _size_arithmetic(ev):
             continue
         if other:
             where = "called on another thread by the candidate's native code (an OpenMP region or a thread it started)"

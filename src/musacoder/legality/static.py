@@ -25,7 +25,7 @@ from musacoder.legality.policy import (
     ALLOWED_DUNDERS, ALLOWED_IMPORTS, ARRAY_EXITS, BUILTIN_CALLS, CODE_LOADING_ATTRS, DEVICE_CLOCK, DEVICE_CLOCK_ATTRS,
     FRAME_ATTRS, CPP_EXTENSION_ALLOWED, ESCAPE_MODULE_NAMES, FORBIDDEN_ATTRS,
     OS_ALLOWED, OPERATOR_ALLOWED, TYPING_ALLOWED, WARNINGS_ALLOWED, FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PREFIXES,
-    NATIVE_FORBIDDEN, OPERATOR_MATMUL, PYTHON_METHODS, TENSOR_COMPUTE_FALLBACK, TENSOR_PLUMBING, THREAD_STREAM_NAMES,
+    NATIVE_FORBIDDEN, NATIVE_SOURCE_SUFFIXES, NUMPY_ALLOWED, OPERATOR_MATMUL, PYTHON_METHODS, TENSOR_COMPUTE_FALLBACK, TENSOR_PLUMBING, THREAD_STREAM_NAMES,
     TORCH_PLUMBING, TORCH_SUBMODULE_PLUMBING, VENDOR_PATTERNS,
 )
 
@@ -190,11 +190,14 @@ def reach_violation(dotted: str) -> str | None:
     if parts[0] == "operator" and len(parts) > 1 and parts[1] not in OPERATOR_ALLOWED:
         return (f"operator.{parts[1]} is not allowed (of operator only {', '.join(sorted(OPERATOR_ALLOWED))}: its "
                 "arithmetic is PyTorch compute on tensors)")
+    if parts[0] == "numpy" and len(parts) > 1 and parts[1] not in NUMPY_ALLOWED:
+        return (f"numpy.{parts[1]} is not allowed (of numpy only prod, on a tensor's sizes: NumPy on data is "
+                "compute outside your kernels)")
     if parts[0] == "warnings" and len(parts) > 1 and parts[1] not in WARNINGS_ALLOWED:
         return f"warnings.{parts[1]} is not allowed (of warnings only warn: caught warnings read the caller's stack)"
     if parts[:3] == ["torch", "utils", "cpp_extension"] and len(parts) > 3 and parts[3] not in CPP_EXTENSION_ALLOWED:
-        return (f"torch.utils.cpp_extension.{parts[3]} is not allowed (build with load_inline, which the verifier "
-                "hooks)")
+        return (f"torch.utils.cpp_extension.{parts[3]} is not allowed (build with load_inline or load, which the "
+                "verifier hooks)")
     try:
         obj = importlib.import_module(parts[0])
     except Exception:  # noqa: BLE001 - not installed here (triton, torch_musa): the name rules above still apply
@@ -363,10 +366,12 @@ def _check_triton_bodies(tree: ast.Module, an: R.Resolver) -> list[str]:
     return list(dict.fromkeys(v))
 
 
-def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
+def _check_escape_hatches(tree: ast.Module, an: R.Resolver, writes: "SourceWrites | None" = None) -> list[str]:
     """Whole-file rules: introspection, patching, escape hatches, threads/streams, dispatch overrides, Tensor
-    subclasses, broad excepts and any use of the reference `Model`."""
+    subclasses, broad excepts and any use of the reference `Model`. `open` is allowed only in the source writes
+    `writes` found."""
     v = []
+    opens = writes.opens if writes else set()
     parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
     for node, scope in _scoped(tree, an):
         path = (an.resolve(node) or "") if isinstance(node, (ast.Name, ast.Attribute)) else ""
@@ -398,8 +403,9 @@ def _check_escape_hatches(tree: ast.Module, an: R.Resolver) -> list[str]:
         if clock:
             v.append(f"line {node.lineno}: {clock} reads the GPU's clock (a kernel that times itself can tell the "
                      "rounds the profiler watches from the timed ones); not allowed")
-        if isinstance(node, ast.Name) and node.id in FORBIDDEN_BUILTINS:
-            v.append(f"line {node.lineno}: use of {node.id!r} is not allowed")
+        if isinstance(node, ast.Name) and node.id in FORBIDDEN_BUILTINS and id(node) not in opens:
+            v.append(f"line {node.lineno}: use of {node.id!r} is not allowed" + (SourceWrites.HOW if node.id == "open"
+                                                                                  else ""))
         elif isinstance(node, ast.Attribute):
             v += _attribute_violations(node, an)
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
@@ -582,13 +588,125 @@ def _tensor_params(fn: ast.AST, call: ast.Call, tensors: "_Tensors | None") -> f
     return frozenset(out)
 
 
+# Arithmetic on a tensor's sizes, which is Python on integers, not PyTorch compute: `math.prod(x.shape)`,
+# `numpy.prod(x.size())`, `torch.prod(torch.tensor(x.shape))` (a tensor built from sizes: a handful of integers).
+SHAPE_TORCH_CALLS = {"torch.tensor", "torch.as_tensor", "torch.Size"}  # build a small tensor from sizes
+SHAPE_COUNTS = {"torch.prod", "torch.numel"}  # legal only over such a tensor
+LIBRARY_PRODUCTS = {"math.prod", "numpy.prod", "functools.reduce"}  # legal only over sizes
+_SIZE_METHODS = {"size", "numel", "nelement", "dim", "ndimension", "stride", "element_size"}
+
+
+def _is_shape(e: ast.AST, tensors: "_Tensors | None", depth: int = 0) -> bool:
+    """Whether `e` is for certain a tensor's sizes or plain integers: `x.shape`, `x.size()`, `x.size(1)`,
+    `x.numel()`, slices and items of those, int literals, tuples and lists of them, names bound only to them."""
+    if depth > 8:
+        return False
+    if isinstance(e, ast.Constant):
+        return isinstance(e.value, int) and not isinstance(e.value, bool)
+    if isinstance(e, ast.Attribute):
+        return e.attr in ("shape", "ndim")
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+        return e.func.attr in _SIZE_METHODS and all(isinstance(a, ast.Constant) or _is_shape(a, tensors, depth + 1)
+                                                     for a in e.args)
+    if isinstance(e, ast.Subscript):
+        return _is_shape(e.value, tensors, depth + 1)
+    if isinstance(e, (ast.Tuple, ast.List)):
+        return all(_is_shape(x, tensors, depth + 1) for x in e.elts)
+    if isinstance(e, ast.Starred):
+        return _is_shape(e.value, tensors, depth + 1)
+    if isinstance(e, ast.BinOp) and not isinstance(e.op, ast.MatMult):
+        return _is_shape(e.left, tensors, depth + 1) and _is_shape(e.right, tensors, depth + 1)
+    if isinstance(e, ast.Name) and tensors is not None and e.id not in tensors.inputs:
+        bound = tensors.bound.get(e.id, [])
+        return bool(bound) and all(_is_shape(b, tensors, depth + 1) for b in bound)
+    return False
+
+
+def _is_shape_tensor(e: ast.AST, tensors: "_Tensors | None") -> bool:
+    """`torch.tensor(<sizes>)` (or `as_tensor`, `Size`): a tensor holding only a tensor's sizes."""
+    if isinstance(e, ast.Name) and tensors is not None and e.id not in tensors.inputs:
+        bound = tensors.bound.get(e.id, [])
+        return bool(bound) and all(_is_shape_tensor(b, tensors) for b in bound)
+    if not (isinstance(e, ast.Call) and e.args):
+        return False
+    return (tensors.an.resolve(e.func) or "") in SHAPE_TORCH_CALLS and _is_shape(e.args[0], tensors) \
+        if tensors is not None else False
+
+
+def _shape_arithmetic(node: ast.AST, tensors: "_Tensors") -> bool:
+    """An operator whose operands are all sizes (`x.shape[0] * x.shape[1]`), whatever the tensor rules guessed."""
+    if isinstance(node, ast.BinOp):
+        return _is_shape(node.left, tensors) and _is_shape(node.right, tensors)
+    return False
+
+
+class _DeviceGuards:
+    """Branches of `forward` that cannot run for the task's inputs. With the cuda backend the verifier gives every
+    input on the GPU, so the body of `if not x.is_cuda:` (or `x.device.type != "cuda"`, `x.is_cpu`, such a test
+    joined by `and` to anything, or by `or` to other such tests) is dead, as is the `else` of `if x.is_cuda:`. Only a
+    test on a parameter of forward that forward never rebinds counts; for any other backend nothing is pruned."""
+
+    def __init__(self, fn: ast.AST, backend: str):
+        self.active = backend == "cuda"
+        args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+        rebound = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        self.inputs = {a.arg for a in args[1:]} - rebound
+        self.pruned: list[int] = []
+
+    def _input(self, e: ast.AST) -> bool:
+        return isinstance(e, ast.Name) and e.id in self.inputs
+
+    def _on_gpu(self, e: ast.AST) -> bool | None:
+        """True/False when `e` is a device test of an input whose value the verifier fixes, else None."""
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            inner = self._on_gpu(e.operand)
+            return None if inner is None else not inner
+        if isinstance(e, ast.Attribute) and self._input(e.value) and e.attr in ("is_cuda", "is_cpu"):
+            return e.attr == "is_cuda"
+        if isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.ops[0], (ast.Eq, ast.NotEq)) \
+                and isinstance(e.left, ast.Attribute) and e.left.attr == "type" \
+                and isinstance(e.left.value, ast.Attribute) and e.left.value.attr == "device" \
+                and self._input(e.left.value.value) and isinstance(e.comparators[0], ast.Constant) \
+                and e.comparators[0].value in ("cuda", "cpu"):
+            is_cuda = e.comparators[0].value == "cuda"
+            return is_cuda if isinstance(e.ops[0], ast.Eq) else not is_cuda
+        return None
+
+    def value(self, e: ast.AST) -> bool | None:
+        """The test's value for the verifier's inputs, where it is provable: True, False, or None (unknown)."""
+        if isinstance(e, ast.BoolOp):
+            vals = [self.value(x) for x in e.values]
+            if isinstance(e.op, ast.And):
+                return False if False in vals else True if all(v is True for v in vals) else None
+            return True if True in vals else False if all(v is False for v in vals) else None
+        return self._on_gpu(e)
+
+    def walk(self, stmt: ast.AST):
+        """`ast.walk` that does not enter a branch the test proves dead."""
+        todo = [stmt]
+        while todo:
+            node = todo.pop()
+            yield node
+            children = list(ast.iter_child_nodes(node))
+            if self.active and isinstance(node, (ast.If, ast.IfExp)):
+                known = self.value(node.test)
+                dead = node.body if known is False else node.orelse if known is True else None
+                if dead is not None:
+                    dead = dead if isinstance(dead, list) else [dead]
+                    self.pruned.append(node.lineno)
+                    children = [c for c in children if not any(c is d for d in dead)]
+            todo.extend(children)
+
+
 class _ForwardPath:
     """ModelNew.forward and everything it reaches that the analysis can resolve: methods, module functions, lambdas,
     partials and the `forward` of the file's own modules. Checks every call there, collecting violations, the own
     kernels called and the calls it could not resolve."""
 
-    def __init__(self, an: R.Resolver, rep: StaticReport, native: str):
-        self.an, self.rep = an, rep
+    def __init__(self, an: R.Resolver, rep: StaticReport, native: str, backend: str = "cpu",
+                 writes: "SourceWrites | None" = None):
+        self.an, self.rep, self.backend = an, rep, backend
+        self.writes = writes.calls if writes else set()
         self.scalar_kernels = scalar_functions(native)
         self.violations: list[str] = []
         self.functions: list[ast.AST] = []
@@ -645,12 +763,13 @@ class _ForwardPath:
         body = fn.body if isinstance(fn.body, list) else [fn.body]
         tensors = _Tensors(self.an, fn, scope, is_forward=fn is self.forward, scalar_kernels=self.scalar_kernels,
                            tensor_params=self._tensor_params.get(id(fn), frozenset()))
-        for node in (n for stmt in body for n in ast.walk(stmt)):
+        dead = _DeviceGuards(fn, self.backend) if fn is self.forward else None
+        for node in (n for stmt in body for n in (dead.walk(stmt) if dead else ast.walk(stmt))):
             if isinstance(node, ast.Try):
                 self.violations.append(f"line {node.lineno}: try/except in the forward path is not allowed")
             elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
                 self.violations.append(f"line {node.lineno}: the @ operator runs a PyTorch matmul; write a kernel")
-            elif (operand := tensors.arithmetic(node)) is not None:
+            elif (operand := tensors.arithmetic(node)) is not None and not _shape_arithmetic(node, tensors):
                 self.violations.append(f"line {node.lineno}: arithmetic on the tensor {operand} ({ast.unparse(node)[:60]}) "
                                        "runs PyTorch ops; compute in your kernels")
             elif isinstance(node, ast.Call):
@@ -704,6 +823,8 @@ class _ForwardPath:
         not resolved to an extension, a module instance or a plain Python value, is rejected)."""
         an, v = self.an, self.violations
         f = call.func
+        if id(call) in self.writes:
+            return  # writing a native source from a literal (`f.write(cuda_src)`)
         fv = an.value(f, scope)
         text = ast.unparse(f)
         if fv.kind == R.KERNEL or (fv.kind == R.TRITON_MEMBER and isinstance(f, ast.Attribute) and f.attr == "run"):
@@ -714,7 +835,13 @@ class _ForwardPath:
                      "parameters and pass them to your kernel instead")
             return
         if fv.kind == R.TORCH:
-            if fv.path.startswith(("torch.nn.functional", "torch.special", "torch.linalg", "torch.fft")):
+            if fv.path in SHAPE_TORCH_CALLS and call.args and _is_shape(call.args[0], tensors) \
+                    or fv.path in SHAPE_COUNTS and call.args and _is_shape_tensor(call.args[0], tensors):
+                return  # arithmetic on a tensor's sizes (`torch.prod(torch.tensor(x.shape))`), not on its data
+            if fv.path in SHAPE_COUNTS:
+                v.append(f"line {call.lineno}: {fv.path}(...) over tensor data is PyTorch compute; to count elements "
+                         "write x.numel() or math.prod(x.shape)")
+            elif fv.path.startswith(("torch.nn.functional", "torch.special", "torch.linalg", "torch.fft")):
                 v.append(f"line {call.lineno}: {fv.path} is a PyTorch compute op; forward must use your own kernels")
             elif not _torch_call_allowed(fv.path):
                 v.append(f"line {call.lineno}: {fv.path}(...) is a PyTorch op outside the plumbing whitelist")
@@ -722,6 +849,10 @@ class _ForwardPath:
         if fv.kind == R.LIBRARY:
             if fv.path in OPERATOR_MATMUL:
                 v.append(f"line {call.lineno}: {fv.path} is the @ operator, a PyTorch matmul; write a kernel")
+            elif fv.path in LIBRARY_PRODUCTS and not all(_is_shape(a, tensors) for a in call.args[:1]):
+                v.append(f"line {call.lineno}: {fv.path}(...) over {ast.unparse(call.args[0])[:40]} multiplies what "
+                         "is not a tensor's sizes (tensor data is PyTorch compute); use it on x.shape or x.size() "
+                         "only, or compute in your kernels")
             return
         target = an.callee(fv)
         if target is not None:
@@ -734,6 +865,8 @@ class _ForwardPath:
             if receiver.kind in (R.PYOBJ, R.CONTAINER, R.BUILTIN) or f.attr in TENSOR_PLUMBING \
                     or f.attr in PYTHON_METHODS:
                 return
+            if f.attr in ("prod", "numel") and _is_shape_tensor(f.value, tensors):
+                return  # `torch.tensor(x.shape).prod()`: the product of a tensor's sizes
             if receiver.kind in (R.UNKNOWN, R.SUBMODULE_MEMBER) and _is_tensor_method(f.attr):
                 v.append(f"line {call.lineno}: .{f.attr}() in the forward path is not in the plumbing whitelist; "
                          "compute must happen in your kernels")
@@ -741,21 +874,26 @@ class _ForwardPath:
         self._defer(call)
 
 
-def _check_native_build(an: R.Resolver, backend: str, allow_vendor_libs: bool) -> list[str]:
-    """The cpu/cuda/musa backends build with load_inline: C++ only for cpu, CUDA sources for cuda, MUSA sources
-    (torch_musa.utils.musa_extension.load_inline(musa_sources=...)) for musa, no vendor link flags."""
+def _check_native_build(an: R.Resolver, backend: str, allow_vendor_libs: bool,
+                        writes: "SourceWrites | None" = None) -> list[str]:
+    """The cpu/cuda/musa backends build with load_inline (or cpp_extension.load of source files the candidate wrote):
+    C++ only for cpu, CUDA sources for cuda, MUSA sources (torch_musa.utils.musa_extension.load_inline(musa_sources=
+    ...)) for musa, no vendor link flags."""
     v = []
     if backend not in ("cpu", "cuda", "musa"):
         return v
     if not an.load_inline_calls:
-        v.append(f"backend {backend}: no torch.utils.cpp_extension.load_inline(...) call builds a native kernel")
+        v.append(f"backend {backend}: no torch.utils.cpp_extension.load_inline(...) (or load(...)) call builds a "
+                 "native kernel")
     for call in an.load_inline_calls:
         kws = {k.arg for k in call.keywords}
-        if backend == "cpu" and "cuda_sources" in kws:
+        if (an.resolve(call.func) or "").endswith("cpp_extension.load"):
+            v += _check_load_sources(call, backend, writes)
+        elif backend == "cpu" and "cuda_sources" in kws:
             v.append(f"line {call.lineno}: the cpu backend builds C++ only (cpp_sources); cuda_sources given")
-        if backend == "cuda" and "cuda_sources" not in kws:
+        elif backend == "cuda" and "cuda_sources" not in kws:
             v.append(f"line {call.lineno}: the cuda backend needs cuda_sources in load_inline")
-        if backend == "musa" and "musa_sources" not in kws:
+        elif backend == "musa" and "musa_sources" not in kws:
             v.append(f"line {call.lineno}: the musa backend needs musa_sources in load_inline "
                      "(torch_musa.utils.musa_extension.load_inline)")
         for kw in call.keywords:
@@ -766,6 +904,127 @@ def _check_native_build(an: R.Resolver, backend: str, allow_vendor_libs: bool) -
                 v.append(f"line {call.lineno}: {kw.arg} may not link, load plugins or include other files "
                          f"({ast.unparse(kw.value)[:120]}); optimisation, warning, macro and architecture flags only")
     return v
+
+
+def _check_load_sources(call: ast.Call, backend: str, writes: "SourceWrites | None") -> list[str]:
+    """`cpp_extension.load(name, sources=[...])`: every source must be a file the candidate writes from a string
+    literal of its own file (so the native rules read it), named by a literal with a source suffix; the cuda backend
+    needs a `.cu` among them, the cpu backend none."""
+    how = ("; write each source from a string literal first (`with open(os.path.join(d, \"k.cu\"), \"w\") as f: "
+           "f.write(cuda_src)`) and pass the same path, or build with load_inline(cuda_sources=...)")
+    src = next((k.value for k in call.keywords if k.arg == "sources"), call.args[1] if len(call.args) > 1 else None)
+    if backend == "musa":
+        return [f"line {call.lineno}: the musa backend builds with torch_musa's load_inline(musa_sources=...)"]
+    if not isinstance(src, (ast.List, ast.Tuple)) or not src.elts:
+        return [f"line {call.lineno}: load(...) needs sources=[...] as a list of paths{how}"]
+    written = writes.files if writes else set()
+    v, names = [], []
+    for e in src.elts:
+        name = writes.file_name(e) if writes else None
+        if name is None or name not in written:
+            v.append(f"line {call.lineno}: the source {ast.unparse(e)[:60]} is not a file this candidate writes from "
+                     f"a string literal{how}")
+        else:
+            names.append(name)
+    if backend == "cuda" and names and not any(n.endswith((".cu", ".cuh")) for n in names):
+        v.append(f"line {call.lineno}: the cuda backend needs a .cu source among load's sources")
+    if backend == "cpu" and any(n.endswith((".cu", ".cuh")) for n in names):
+        v.append(f"line {call.lineno}: the cpu backend builds C++ only; a .cu source given to load")
+    return v
+
+
+class SourceWrites:
+    """The native source files a candidate writes for `cpp_extension.load`: `with open(P, "w") as f: f.write(S)` or
+    `open(P, "w").write(S)`, where P names a file with a source suffix by a string literal (`os.path.join(d,
+    "k.cu")`) and S is a string literal of the file (or a name bound only to such literals), so the native rules read
+    what is compiled. These are the only uses of `open` allowed: `opens` (their `open` names), `calls` (their write
+    calls), `files` (the file names)."""
+
+    HOW = ("; open() may only write a native source from a string literal for cpp_extension.load: "
+           "`with open(os.path.join(build_dir, \"k.cu\"), \"w\") as f: f.write(cuda_src)`")
+
+    def __init__(self, tree: ast.Module, an: R.Resolver):
+        self.an = an
+        self.literals = self._literal_names(tree)
+        stores: dict[str, int] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                stores[node.id] = stores.get(node.id, 0) + 1
+        self._paths = {node.targets[0].id: node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                       and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                       and stores.get(node.targets[0].id) == 1}
+        self.opens: set[int] = set()
+        self.calls: set[int] = set()
+        self.files: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.With, ast.AsyncWith)) and len(node.items) == 1:
+                item = node.items[0]
+                var = item.optional_vars
+                if isinstance(var, ast.Name) and self._open_for_write(item.context_expr) and node.body and \
+                        all(self._write_call(st, var.id) for st in node.body):
+                    self._accept(item.context_expr, [st.value for st in node.body])
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "write" \
+                    and self._open_for_write(node.func.value) and self._literal(node.args, node.keywords):
+                self._accept(node.func.value, [node])
+
+    _paths: dict[str, ast.AST] = {}
+
+    def file_name(self, e: ast.AST, depth: int = 0) -> str | None:
+        """The source file name a path expression ends in: its last string literal with a source suffix, through
+        names bound once in the file (`src_path = os.path.join(d, "k.cu")`)."""
+        if isinstance(e, ast.Name) and e.id in self._paths and depth < 4:
+            return self.file_name(self._paths[e.id], depth + 1)
+        names = [n.value for n in ast.walk(e) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                 and n.value.endswith(NATIVE_SOURCE_SUFFIXES)]
+        return names[-1].rsplit("/", 1)[-1] if names else None
+
+    @staticmethod
+    def _literal_names(tree: ast.Module) -> set[str]:
+        """Module-level names every binding of which is a string literal (or a sum of them)."""
+        bound: dict[str, list[ast.AST]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                bound.setdefault(node.id, [])
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                bound[node.targets[0].id].append(node.value)
+        def lit(e):
+            return isinstance(e, ast.Constant) and isinstance(e.value, str) or \
+                isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and lit(e.left) and lit(e.right)
+        counts = {}
+        for node in ast.walk(tree):  # every binding, anywhere, must be one of the literal module-level ones
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                counts[node.id] = counts.get(node.id, 0) + 1
+        return {n for n, vals in bound.items() if vals and len(vals) == counts.get(n) and all(map(lit, vals))}
+
+    def _string(self, e: ast.AST) -> bool:
+        if isinstance(e, ast.Constant):
+            return isinstance(e.value, str)
+        if isinstance(e, ast.Name):
+            return e.id in self.literals
+        return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and self._string(e.left) and self._string(e.right)
+
+    def _literal(self, args: list, keywords: list) -> bool:
+        return len(args) == 1 and not keywords and self._string(args[0])
+
+    def _open_for_write(self, e: ast.AST) -> bool:
+        if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "open" and e.args):
+            return False
+        mode = e.args[1] if len(e.args) > 1 else next((k.value for k in e.keywords if k.arg == "mode"), None)
+        extra = [k.arg for k in e.keywords if k.arg not in ("mode", "encoding")]
+        return isinstance(mode, ast.Constant) and mode.value in ("w", "wt") and not extra and len(e.args) <= 2 \
+            and self.file_name(e.args[0]) is not None
+
+    def _write_call(self, st: ast.AST, var: str) -> bool:
+        return isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
+            and isinstance(st.value.func, ast.Attribute) and st.value.func.attr == "write" \
+            and isinstance(st.value.func.value, ast.Name) and st.value.func.value.id == var \
+            and self._literal(st.value.args, st.value.keywords)
+
+    def _accept(self, open_call: ast.Call, writes: list[ast.Call]) -> None:
+        self.opens.add(id(open_call.func))
+        self.calls.update(id(w) for w in writes)
+        self.files.add(self.file_name(open_call.args[0]))
 
 
 # what a candidate may link: OpenMP, the C math and thread runtimes and the device runtime (KernelBench's examples
@@ -867,14 +1126,15 @@ def check_static(code: str, backend: str, allow_vendor_libs: bool = False) -> St
     if an.modelnew is None:
         rep.violations.append("no class ModelNew defined")
         return rep
-    v = _check_modelnew(an) + _check_imports(tree) + _check_escape_hatches(tree, an) + _check_names(tree) + \
+    writes = SourceWrites(tree, an)
+    v = _check_modelnew(an) + _check_imports(tree) + _check_escape_hatches(tree, an, writes) + _check_names(tree) + \
         _check_triton_bodies(tree, an)
     native = _native_sources(tree)
-    path = _ForwardPath(an, rep, native)
+    path = _ForwardPath(an, rep, native, backend, writes)
     v += path.run()
     if not path.functions:
         v.append("ModelNew has no forward method")
-    v += _check_native_build(an, backend, allow_vendor_libs)
+    v += _check_native_build(an, backend, allow_vendor_libs, writes)
     if backend == "musa":  # the native rules are written against CUDA names; MUSA's are read as those
         from musacoder.port.cpp import musa_names_as_cuda
 
