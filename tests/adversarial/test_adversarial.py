@@ -80,7 +80,7 @@ CFG = VerifyConfig(timeout_s=25.0, repeats=5, max_repeats=10, time_budget_s=2.0,
 
 def _static_rules_off(monkeypatch) -> None:
     """Verdicts in this test as if the source rules found nothing (to show what the later layers do alone)."""
-    import musacoder.judge.pipeline as pipeline
+    import musacoder.legality.static as static_rules
     from musacoder.legality.static import check_static
 
     def no_static_violations(*args, **kwargs):
@@ -88,7 +88,7 @@ def _static_rules_off(monkeypatch) -> None:
         got.violations = []
         return got
 
-    monkeypatch.setattr(pipeline, "check_static", no_static_violations)
+    monkeypatch.setattr(static_rules, "check_static", no_static_violations)
 
 
 def _text(v) -> str:

@@ -209,9 +209,9 @@ def test_built_libraries_reads_only_a_finished_entry_s_own_files(tmp_path):
 
 @pytest.mark.skipif(CXX is None, reason="needs a C++ compiler")
 def test_the_verification_judges_every_library_its_candidate_loaded(tmp_path, monkeypatch):
-    """`_Run._check_binaries`: libraries found by build key in the cache, a key only the broker served, and a library
-    another builder (torch_musa's) left in the worker's folder; one named outside that folder is not read. The glue
-    baseline is asked for only when something is forbidden, and one that could not be built is flagged."""
+    """`stages.binary.check_binaries`: libraries found by build key in the cache, a key only the broker served, and a
+    library another builder (torch_musa's) left in the worker's folder; one named outside that folder is not read. The
+    glue baseline is asked for only when something is forbidden, and one that could not be built is flagged."""
     from types import SimpleNamespace
 
     import musacoder.legality.glue as glue
@@ -225,7 +225,8 @@ def test_the_verification_judges_every_library_its_candidate_loaded(tmp_path, mo
     monkeypatch.setattr(glue, "glue_baseline", baseline)
 
     from musacoder.config import VerifyConfig
-    from musacoder.judge.pipeline import _Run, _Stop
+    from musacoder.judge.stages import RunContext, Stop
+    from musacoder.judge.stages.binary import check_binaries
     from musacoder.records import Task
 
     def library(where: Path, calls: str) -> Path:
@@ -244,13 +245,13 @@ def test_the_verification_judges_every_library_its_candidate_loaded(tmp_path, mo
     musa_lib = library(work / "torch_extensions" / "m", "bmm")
 
     def run(builds, served_keys=()):
-        r = _Run(Task(name="t", source="", overrides={}), "", "cpu", VerifyConfig(cache_dir=cache))
-        sb = SimpleNamespace(served_keys=list(served_keys), workdir=work)
+        ctx = RunContext.new(Task(name="t", source="", overrides={}), "", "cpu", VerifyConfig(cache_dir=cache))
+        sb = SimpleNamespace(served_keys=list(served_keys), workdir=work)  # what the rule reads of the worker
         try:
-            r._check_binaries(sb, builds)
-        except _Stop as stop:
-            return str(stop), r.v
-        return "passed", r.v
+            check_binaries(ctx, builds, sb)
+        except Stop as stop:
+            return stop.status, ctx.verdict
+        return "passed", ctx.verdict
 
     status, v = run([{"key": clean, "ok": True}])
     assert status == "passed" and v.stages["binary_legality"] == "ok" and asked == []

@@ -173,12 +173,12 @@ def test_unknown_backend(tmp_path):
 
 
 def test_verifier_failure_is_infra_error_exit_3(tmp_path, monkeypatch):
-    from musacoder.judge import pipeline
+    from musacoder.legality import static
 
-    def broken(self):
+    def broken(*args, **kwargs):  # a fault of the trusted side's own code
         raise RuntimeError("harness fault")
 
-    monkeypatch.setattr(pipeline._Run, "run", broken)
+    monkeypatch.setattr(static, "check_static", broken)
     code, out, err = verify("--task", str(RELU), "--candidate", str(LEGIT))
     assert code == 3 and out["status"] == "infra_error" and out["reward"] is None
     assert "harness fault" in out["error"] and "Next:" not in out["feedback"]

@@ -4,7 +4,7 @@
 import pytest
 import torch
 
-from musacoder.judge.replies import (CallReport, Fault, LoadReply, MalformedReply, TimeReply, TrialReply, parse)
+from musacoder.judge.messages import (CallReport, Fault, LoadReply, MalformedReply, TimeReply, TrialReply, parse)
 
 
 def test_a_well_formed_reply_becomes_its_record_and_unknown_fields_are_ignored():

@@ -93,20 +93,16 @@ def test_timed_rounds_get_zero_mean_inputs_where_the_task_allows():
     "center" trial showed the reference finite there; the task's own otherwise, or when asked for."""
     from musacoder import VerifyConfig
     from musacoder.judge.inputs import seed_for
-    from musacoder.judge.pipeline import _Run
+    from musacoder.judge.stages.timing import timing_perturb
     from musacoder.judge.worker import _RotatingInputs
 
     t = load_task(REPO / "examples" / "tasks" / "relu.py")
-    run = _Run(t, "", "cpu", VerifyConfig())
-    assert run._timing_perturb() is None  # no "center" trial has run
-    run._center_ok = True
-    assert run._timing_perturb() == "center"
-    run._center_ok = False  # the reference was not finite on zero-mean inputs
-    assert run._timing_perturb() is None
+    cfg = VerifyConfig()
+    assert timing_perturb(cfg, None) is None  # no "center" trial has run
+    assert timing_perturb(cfg, True) == "center"
+    assert timing_perturb(cfg, False) is None  # the reference was not finite on zero-mean inputs
     for cfg in (VerifyConfig(timing_inputs="task"), VerifyConfig(perturb_inputs=False)):
-        run = _Run(t, "", "cpu", cfg)
-        run._center_ok = True
-        assert run._timing_perturb() is None
+        assert timing_perturb(cfg, True) is None
 
     class Worker:  # what `_RotatingInputs` reads of the worker
         task_module, device = load_module(t), "cpu"

@@ -65,7 +65,7 @@ def test_a_kernel_that_reads_the_gpu_clock_is_seen_in_its_compiled_code(monkeypa
     even split into literals; with them off here, the trusted side still finds the read in the extension's SASS
     (cuobjdump), and the worker finds it in the PTX of a Triton kernel whose asm string was built at import, which no
     source rule can read (read as Triton makes the compiled kernel)."""
-    import musacoder.judge.pipeline as pipeline
+    import musacoder.legality.static as static_rules
     from musacoder.legality.static import check_static
 
     code = (HERE / "candidates" / "clock_in_kernel.py").read_text()
@@ -77,7 +77,7 @@ def test_a_kernel_that_reads_the_gpu_clock_is_seen_in_its_compiled_code(monkeypa
         got.violations = []
         return got
 
-    monkeypatch.setattr(pipeline, "check_static", no_static_violations)
+    monkeypatch.setattr(static_rules, "check_static", no_static_violations)
     v = verify(RELU, code, backend="cuda", config=CFG)
     assert v.status == "illegal" and "SR_GLOBALTIMER" in _text(v), _text(v)
     v = verify(RELU, (HERE / "candidates" / "triton_clock_built_at_import.py").read_text(), backend="triton",

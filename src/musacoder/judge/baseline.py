@@ -14,6 +14,9 @@ from pathlib import Path
 import torch
 
 from musacoder.config import VerifyConfig
+from musacoder.judge.messages import (Ack, CompileReferenceRequest, CompileTimesReply, Fault, InitReply, InitRequest,
+                                      LoadReply, LoadRequest, MalformedReply, ReferenceTimesReply, Reply, Request,
+                                      TimeCompileRequest, TimeReferenceRequest, exchange)
 from musacoder.judge.sandbox import Sandbox
 from musacoder.records import Task
 
@@ -54,14 +57,17 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
             return float(json.loads(path.read_text())["median_ms"])
         except (ValueError, KeyError):
             pass
-    prepare = {"op": "compile_reference", "master_seed": int.from_bytes(os.urandom(7), "little"),
-               "input_sets": cfg.input_sets, "mode": mode, "perturb": perturb}
-    timed = {"op": "time_compile", "warmup": cfg.warmup, "repeats": cfg.repeats}
-    rep = _reference_worker(task, device, cfg, state, init_inputs, seed, hold, prepare, timed, cfg.timeout_s)
-    median = statistics.median(rep["compile_ms"])
+    prepare = CompileReferenceRequest(master_seed=int.from_bytes(os.urandom(7), "little"), input_sets=cfg.input_sets,
+                                      mode=mode, perturb=perturb)
+    timed = TimeCompileRequest(warmup=cfg.warmup, repeats=cfg.repeats)
+    rep = _reference_worker(task, device, cfg, state, init_inputs, seed, hold, prepare, timed, cfg.timeout_s,
+                            CompileTimesReply)
+    if not rep.compile_ms:
+        raise BaselineError("the reference-only worker returned no timed rounds of the compiled reference")
+    median = statistics.median(rep.compile_ms)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps({"median_ms": median, "samples_ms": rep["compile_ms"], "device": _device_name(device),
+    tmp.write_text(json.dumps({"median_ms": median, "samples_ms": rep.compile_ms, "device": _device_name(device),
                                "torch": torch.__version__, "dtypes": dtypes, "task": task.key}))
     tmp.replace(path)  # atomic: concurrent writers never leave a torn file
     return median
@@ -74,45 +80,49 @@ def clean_reference_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dic
     the same rotating inputs the candidate's `time` request used (`master_seed`). Not cached: it is taken right
     after the candidate's timing, on the same device in the same state, so the two figures differ only by where the
     reference ran. `hold` as for `compile_baseline_ms`."""
-    timed = {"op": "time_reference", "master_seed": master_seed, "input_sets": input_sets, "warmup": warmup,
-             "repeats": repeats, "perturb": perturb}
+    timed = TimeReferenceRequest(master_seed=master_seed, input_sets=input_sets, warmup=warmup, repeats=repeats,
+                                 perturb=perturb)
     got = _reference_worker(task, device, cfg, state, init_inputs, seed, hold, None, timed,
-                            cfg.timeout_s + cfg.time_budget_s * 2).get("reference_ms")
-    if not isinstance(got, list) or len(got) != repeats or not all(
-            isinstance(x, (int, float)) and 0 < x < float("inf") for x in got):
+                            cfg.timeout_s + cfg.time_budget_s * 2, ReferenceTimesReply).reference_ms
+    if len(got) != repeats or not all(0 < x < float("inf") for x in got):
         raise BaselineError(f"the reference-only worker returned no {repeats} timed rounds")
     return [float(x) for x in got]
 
 
 def _reference_worker(task: Task, device: str, cfg: VerifyConfig, state: dict, init_inputs: list, seed: int, hold,
-                      prepare: dict | None, timed: dict, timed_timeout_s: float) -> dict:
+                      prepare: Request | None, timed: Request, timed_timeout_s: float, record: type[Reply]):
     """Start a reference-only worker, load the task, build the reference with the verification's weights, run
-    `prepare` (if any) with the device shared, then `timed` with it held exclusively; returns the timed reply.
-    Raises `BaselineError` with the worker's error."""
+    `prepare` (if any) with the device shared, then `timed` with it held exclusively; returns the timed reply as
+    `record`. Raises `BaselineError` with the worker's error."""
     hold = hold or (lambda slot: contextlib.nullcontext())
     with Sandbox(cfg.cache_dir, keep_workdir=False) as sb:
         with hold("shared"):
             # no candidate code; on a MUSA device the worker still needs torch_musa and its timers ("musa")
             backend = "musa" if device.startswith("musa") else "cpu"
-            ok = sb.request(load_request(None, backend, device, cfg, task), cfg.timeout_s)
-            if ok.get("ok"):
-                ok = sb.request({"op": "init", "init_inputs": init_inputs, "state_dict": state, "seed": seed,
-                                 "device": device}, cfg.timeout_s)
-            if ok.get("ok") and prepare is not None:
-                ok = sb.request(prepare, cfg.timeout_s * 5)
-        if not ok.get("ok"):
-            raise BaselineError(str(ok.get("error", ""))[-300:])
+            _expect(sb, load_request(None, backend, device, cfg, task), cfg.timeout_s, LoadReply)
+            _expect(sb, InitRequest(init_inputs=init_inputs, state_dict=state, seed=seed, device=device),
+                    cfg.timeout_s, InitReply)
+            if prepare is not None:
+                _expect(sb, prepare, cfg.timeout_s * 5, Ack)
         with hold("exclusive"):
-            rep = sb.request(timed, timed_timeout_s)
-    if not rep.get("ok"):
-        raise BaselineError(str(rep.get("error", ""))[-300:])
-    return rep
+            return _expect(sb, timed, timed_timeout_s, record)
 
 
-def load_request(code: str | None, backend: str, device: str, cfg: VerifyConfig, task: Task) -> dict:
+def _expect(sb: Sandbox, request: Request, timeout_s: float, record: type[Reply]):
+    """The reply to `request` as `record`; `BaselineError` for a fault or a reply that does not fit."""
+    try:
+        got = exchange(sb, request, timeout_s, record)
+    except MalformedReply as e:
+        raise BaselineError(f"malformed reply to `{request.op}`: {e}"[-300:]) from None
+    if isinstance(got, Fault):
+        raise BaselineError(got.error[-300:])
+    return got
+
+
+def load_request(code: str | None, backend: str, device: str, cfg: VerifyConfig, task: Task) -> LoadRequest:
     """The worker's `load` request: the candidate's code (None for a reference-only worker) and the task source."""
-    return {"op": "load", "code": code, "backend": backend, "device": device, "cache_dir": str(cfg.cache_dir),
-            "task_source": source_with_overrides(task)}
+    return LoadRequest(code=code, backend=backend, device=device, cache_dir=str(cfg.cache_dir),
+                       task_source=source_with_overrides(task))
 
 
 def source_with_overrides(task: Task) -> str:

@@ -1,16 +1,24 @@
-"""The requests the trusted process sends a candidate worker, one frozen dataclass per operation.
+"""The records that cross the worker pipe: one frozen dataclass per request, one pydantic record per reply.
 
 A request crosses the pipe as a builtin dict (`to_wire`, then `musacoder.judge.protocol`): the worker's side reads
 only builtin containers and tensors. `from_wire` turns such a dict back into its request in the worker, through the
 op table `REQUESTS`; an unknown op or a missing field is a `ValueError` there (a verifier fault, never the
-candidate's). The worker's replies are typed records too, validated where they arrive (`musacoder.judge.replies`):
-a reply is data the candidate's process wrote.
+candidate's).
+
+A reply comes back as builtin containers too, but candidate code runs in the worker and can change what it sends, so
+the trusted side never reads a reply with `.get` and a default: each request has one reply record here, validated on
+arrival (`parse`). A reply that does not fit its record is the candidate's doing (`MalformedReply`; the verdict is
+`crashed`), never a verifier fault and never a crash of the trusted process. A reply with `ok` false is a `Fault`:
+what the candidate's own code raised (`runtime_error`, `compile_error`) or the harness's error (`infra_error`, with
+the worker's device memory at that moment).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 # the L2 flush a timing request asks for when it names none (the worker sizes it no larger than this)
 L2_FLUSH_BYTES = 256 << 20
@@ -182,4 +190,129 @@ def from_wire(msg: dict) -> Request:
         raise ValueError(f"`{cls.op}` request: {e}") from None
 
 
-__all__ = ["REQUESTS", "Request", "from_wire", *[c.__name__ for c in REQUESTS.values()]]
+# -- replies -----------------------------------------------------------------------------------------------------------
+
+class Reply(BaseModel):
+    """A worker's reply (`ok` true), as the trusted side reads it; fields the record does not name are ignored."""
+
+    model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True, frozen=True)
+
+
+class MalformedReply(ValueError):
+    """A worker reply that does not fit the record of its request."""
+
+
+class Fault(Reply):
+    """`ok` false: who raised what, where."""
+
+    kind: Literal["runtime_error", "compile_error", "infra_error"]
+    error: str = ""
+    where: str = ""
+    log: str = ""  # the compiler's log (compile_error)
+    builds: list[dict[str, Any]] = []
+    oom: bool = False  # the error was running out of device memory
+    mem_allocated: int = 0  # bytes the worker's allocator held when a harness fault happened
+    mem_free: int = 0  # bytes free on its device then
+
+
+class CallReport(Reply):
+    """The worker's account of one candidate call (a trial or an audited round)."""
+
+    launches: int = 0  # calls of the candidate's own kernels the build hook counted
+    illegal_ops: list[str] = []
+    ops: list[str] = []
+    device_kernels: list[str] = []
+    device_time_ms: float | None = None
+    python_op_counts: dict[str, int] = {}
+    device_mem_peak: int = 0
+    global_state: list[str] = []
+    py_threads_added: int = 0
+    native_threads_added: int = 0
+    output_type_error: str | None = None
+    input_mutation: str | None = None
+    device_clocks: list[str] = []  # Triton kernels compiled so far that read a GPU clock
+
+
+class LoadReply(Reply):
+    builds: list[dict[str, Any]] = []
+    seconds: float = 0.0
+    global_state: list[str] = []
+
+
+class InitReply(Reply):
+    notes: list[str] = []
+    device_mem_peak: int = 0
+
+
+class TrialReply(Reply):
+    outputs: Any = None
+    report: CallReport
+
+
+class RoundReport(Reply):
+    report: CallReport
+
+
+class TimeReply(Reply):
+    candidate_ms: list[float]
+    reference_ms: list[float]
+    audits: dict[int, RoundReport]
+    checks: dict[int, RoundReport] = {}
+    device_mem_peak: int = 0
+    timer_overhead_ms: float | None = None
+    no_launch_rounds: list[int] = []
+    relaid_rounds: list[int] = []
+    final_round: int | None = None
+    patched_rounds: list[int] = []
+    patched: list[str] = []
+    device_clocks: list[str] = []
+
+
+class OutputsReply(Reply):
+    outputs: Any = None
+
+
+class ProbeReply(Reply):
+    probe: dict[str, Any]
+
+
+class ReferenceTimesReply(Reply):
+    """`time_reference`: ms per call of the eager reference, one per timed round."""
+
+    reference_ms: list[float]
+
+
+class CompileTimesReply(Reply):
+    """`time_compile`: ms per call of the compiled reference, one per timed round."""
+
+    compile_ms: list[float]
+
+
+class Ack(Reply):
+    """A reply that carries nothing but `ok` (`compile_reference`)."""
+
+
+R = TypeVar("R", bound=Reply)
+
+
+def parse(raw, record: type[R]) -> R | Fault:
+    """The reply as `record` (or as a `Fault` when `ok` is false); `MalformedReply` when it fits neither."""
+    if type(raw) is not dict or type(raw.get("ok")) is not bool:
+        raise MalformedReply(f"expected a reply object with a boolean `ok`, got {type(raw).__name__}")
+    try:
+        return record.model_validate(raw) if raw["ok"] else Fault.model_validate(raw)
+    except ValidationError as e:
+        first = e.errors()[0] if e.errors() else {}
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise MalformedReply(f"{record.__name__ if raw['ok'] else 'Fault'}: {where}: {first.get('msg', e)}") from None
+
+
+def exchange(sandbox, request: Request, timeout_s: float, record: type[R]) -> R | Fault:
+    """Send `request` to a worker (`sandbox`: anything with `request(request, timeout_s)`, a `Sandbox` or a fake) and
+    read its reply as `record` (`parse`). Worker-level failures (timeout, death) propagate as the sandbox raises them."""
+    return parse(sandbox.request(request, timeout_s), record)
+
+
+__all__ = ["REQUESTS", "Request", "from_wire", *[c.__name__ for c in REQUESTS.values()], "Reply", "MalformedReply",
+           "Fault", "CallReport", "LoadReply", "InitReply", "TrialReply", "RoundReport", "TimeReply", "OutputsReply",
+           "ProbeReply", "ReferenceTimesReply", "CompileTimesReply", "Ack", "parse", "exchange"]

@@ -8,9 +8,10 @@ cannot run the GPU out of memory. `DEVICE_SLOTS` is the process's one instance.
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -28,6 +29,7 @@ def is_oom(e: BaseException) -> bool:
     except BaseException:  # noqa: BLE001 - a candidate's exception whose message cannot be made
         return False
     return "OutOfMemoryError" in text or "out of memory" in text
+
 
 class DeviceSlots:
     """The run pool's scheduler: which verification may use which device, and how.
@@ -304,3 +306,89 @@ def trace_overlaps(trace: list[tuple[str, str, float, float]]) -> list[str]:
                 if "exclusive" in (ak, bk):
                     bad.append(f"{dev}: {ak} [{a0:.3f}, {a1:.3f}] overlaps {bk} [{b0:.3f}, {b1:.3f}]")
     return bad
+
+
+# -- one verification's hold on its device -------------------------------------------------------------------------
+
+@dataclass
+class DeviceLease:
+    """One attempt's hold on its device (`lease`): pinned from the start (its worker starts and its candidate builds
+    while other verifications run), its memory reserved by `admit` before anything of it runs on the device, both
+    given back only when the `lease` block ends, after its worker was killed and reaped (a worker of a large task
+    still tearing down holds its gigabytes, so the next verification must not be admitted before it is gone)."""
+
+    device: str  # the concrete device (`cuda:0`, `cpu`)
+    need: int  # device bytes reserved while the stages run
+    alone: bool  # the whole device, no other verification beside it (a retry after running out of memory)
+    slots: DeviceSlots
+    _reservation: contextlib.ExitStack = field(repr=False)
+
+    def admit(self) -> float:
+        """Take the memory reservation (waiting until the footprint fits beside the others'; with `alone`, the whole
+        device); returns the seconds waited. On a GPU the peak statistics start here, and alone, what earlier
+        verifications left cached in this process goes back to the device first."""
+        t0 = time.monotonic()
+        self._reservation.enter_context(self.slots.reserve(self.device, self.need, alone=self.alone))
+        waited = time.monotonic() - t0
+        if self.device.startswith("cuda") and torch.cuda.is_available():
+            if self.alone:
+                gc.collect()
+                torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(torch.device(self.device))
+        return waited
+
+
+@contextlib.contextmanager
+def lease(device: str, need: int, alone: bool = False, slots: DeviceSlots | None = None):
+    """Pin one attempt to a concrete device of `device` (a pool name such as `cuda`, or one device) and yield its
+    `DeviceLease`; the reservation `admit` takes ends before the pin does, both when the block ends."""
+    slots = slots or DEVICE_SLOTS
+    with slots.pin(device, need) as dev, contextlib.ExitStack() as reservation:
+        yield DeviceLease(dev, need, alone, slots, reservation)
+
+
+def trusted_need(fp: Footprint | None, cuda: bool) -> int:
+    """Device bytes one verification reserves: its footprint, or only the fixed parts when the task cannot be
+    estimated on meta tensors (nothing on the CPU)."""
+    if fp is not None:
+        return fp.total
+    return WORKER_FIXED + TRUSTED_FIXED if cuda else 0
+
+
+def is_large(fp: Footprint | None) -> bool:
+    """A task of a gigabyte or more of inputs and outputs: both sides give their allocator's cached blocks back to the
+    device between steps, so the verifier's peak is nearer the larger side's than the sum of both sides' peaks."""
+    return fp is not None and fp.inputs + fp.outputs >= HOST_HOLD_BYTES
+
+
+def give_back_cached(device: str, large: bool) -> None:
+    """Return this process's cached device blocks to the GPU, for a large task (`is_large`)."""
+    if large and device.startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def release_trusted(device: str, large: bool) -> float | None:
+    """Give the trusted side's device memory back when an attempt ends; returns its peak reserved GiB (None off a
+    GPU). For a large task, tensors an error's traceback still holds (reference cycles) go back now, not later."""
+    if not (device.startswith("cuda") and torch.cuda.is_available()):
+        return None
+    if large:
+        gc.collect()
+    d = torch.device(device)
+    peak = round(torch.cuda.max_memory_reserved(d) / GiB, 3)
+    torch.cuda.empty_cache()
+    return peak
+
+
+def worker_cap_too_small(fp: Footprint | None, cap_mb: int) -> bool:
+    """Whether a worker memory cap of `cap_mb` leaves less than twice the task's own data in the worker (its estimated
+    footprint without the fixed part for a device context: inputs, outputs, weights, the harness's copies): a kill
+    at that cap may then be the verifier's, not the candidate's. A task that cannot be estimated counts as fitting."""
+    return fp is not None and 2 * (fp.worker - WORKER_FIXED) > cap_mb << 20
+
+
+def memory_advice(fp: Footprint | None, capacity: int | None, device: str) -> str:
+    """What a task that did not fit needs and what the verifier had, for the error of an `infra_error`."""
+    have = f"{capacity / GiB:.1f} GiB usable on {device}" if capacity else "no accounted device memory"
+    need = fp.describe() if fp else "an amount that could not be estimated on meta tensors"
+    return f"The task needs {need}; the verifier had {have}. Verify it on a larger GPU or with smaller sizes (--set)."

@@ -1,0 +1,147 @@
+"""What the stages of one verification share: the `RunContext`, and the two exceptions that end a stage early.
+
+Every stage is a function of the context. It returns what the next stages need (the orchestrator keeps it in the
+context's field for it) or raises `Stop` with the verdict's status, once it has filled the verdict's fields. The
+context holds no logic of its own beyond timing a stage into the verdict and the device questions every stage asks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from musacoder.config import VerifyConfig
+from musacoder.judge.messages import LoadReply
+from musacoder.judge.sandbox import Sandbox
+from musacoder.judge.slots import DEVICE_SLOTS, DeviceLease, Footprint, is_large
+from musacoder.legality.static import StaticReport
+from musacoder.records import Task, TrialResult, Verdict
+
+
+def task_with_overrides(task: Task, overrides: dict | None) -> Task:
+    """`task` with its size overrides updated by `overrides` (checked against its source: an unknown name is a
+    `ValueError`)."""
+    if not overrides:
+        return task
+    from musacoder.tasks import apply_overrides
+
+    merged = {**task.overrides, **overrides}
+    apply_overrides(task.source, merged, task.path or task.name)
+    return task.model_copy(update={"overrides": merged})
+
+
+class Stop(Exception):
+    """A stage reached the verdict; its fields are filled, `status` is the verdict's status."""
+
+    def __init__(self, status: str):
+        super().__init__(status)
+        self.status = status
+
+
+class RetryAlone(Exception):
+    """Redo the verification with the device to itself: the harness, or the candidate while it shared the device, ran
+    out of device memory (the verifier's doing, not the candidate's)."""
+
+
+@dataclass
+class ReferenceWeights:
+    """The reference model's weights as the correctness stage made them from the master seed; the baselines timed in
+    reference-only workers are built with the same."""
+
+    state: dict[str, torch.Tensor]
+    init_inputs: list
+    seed: int
+
+
+@dataclass
+class Correctness:
+    """What the correctness stage hands on: the trusted reference model, the judged trials, the runtime violations
+    seen, the candidate's kernel launches, and notes on how its state dict lined up with the reference's."""
+
+    ref_model: Any
+    trials: list[TrialResult]
+    illegal: list[str] = field(default_factory=list)
+    launches: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TimedInputs:
+    """The inputs of the candidate's last `time` request, which the clean reference is timed on again."""
+
+    master_seed: int
+    input_sets: int
+    perturb: str | None
+
+
+@dataclass
+class RunContext:
+    """One verification's state, passed to every stage. Fields after `verdict` are filled as the stages run."""
+
+    task: Task
+    text: str  # the candidate as given: a model's response or plain code
+    requested_backend: str | None  # None: what the code shows
+    cfg: VerifyConfig
+    verdict: Verdict
+    master_seed: int  # the secret every input, weight and audit choice derives from
+    rng: random.Random
+    # extract + static legality
+    code: str = ""
+    backend: str = "cpu"
+    static: StaticReport | None = None
+    device_pool: str = "cpu"  # the device asked for: one device, or a pool name such as `cuda`
+    module: ModuleType | None = None  # the task's module: the trusted reference
+    # the attempt on a device (set again by each attempt)
+    device: str = "cpu"  # the concrete device the attempt is pinned to
+    alone: bool = False  # the device to itself (the retry after running out of memory)
+    fp: Footprint | None = None  # estimated device bytes of the task (None off a GPU or when not estimable)
+    lease: DeviceLease | None = None
+    sandbox: Sandbox | None = None  # the candidate's worker
+    ipc: bool = False  # large outputs come over CUDA IPC (musacoder.judge.ipc) once the probe read back
+    precision_models: tuple | None = None  # (float64 copy, rounded fp32 copy) of the reference
+    # what the stages produced
+    loaded: LoadReply | None = None
+    weights: ReferenceWeights | None = None
+    expect: Any = None  # the reference's output spec on the first trial; the timed rounds' outputs are held to it
+    task_bytes: int = 0  # the task's own weights, inputs and outputs: sets the memory budget
+    center_ok: bool | None = None  # the reference stayed finite on zero-mean inputs (a "center" trial)
+    correctness: Correctness | None = None
+    timed_with: TimedInputs | None = None
+
+    @classmethod
+    def new(cls, task: Task, text: str, backend: str | None, cfg: VerifyConfig) -> RunContext:
+        master = cfg.seed if cfg.seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
+        return cls(task=task, text=text, requested_backend=backend, cfg=cfg,
+                   verdict=Verdict(status="infra_error", task=task.key), master_seed=master,
+                   rng=random.Random(master ^ 0xA5A5))
+
+    @property
+    def large(self) -> bool:
+        return is_large(self.fp)
+
+    @property
+    def compare_device(self) -> str:
+        """Outputs are compared on the verification's GPU when it has one (within its slot), else on the CPU."""
+        return self.device if self.device.startswith("cuda") and torch.cuda.is_available() else "cpu"
+
+    @contextlib.contextmanager
+    def stage(self, name: str, slot: str | None = None):
+        """Time a stage into `verdict.stage_s` (and the wait for its device slot into `<name>_wait`); with `slot`
+        ("shared" or "exclusive") the stage holds the verification's device that way."""
+        v, t0 = self.verdict, time.monotonic()
+        hold = DEVICE_SLOTS.hold(self.device, exclusive=slot == "exclusive") if slot else contextlib.nullcontext()
+        with hold:
+            t1 = time.monotonic()
+            if slot:
+                v.stage_s[f"{name}_wait"] = round(v.stage_s.get(f"{name}_wait", 0.0) + t1 - t0, 4)
+            try:
+                yield
+            finally:
+                v.stage_s[name] = round(v.stage_s.get(name, 0.0) + time.monotonic() - t1, 4)

@@ -1,0 +1,245 @@
+"""Stage 4, correctness: the reference model and its weights made here from the secret master seed, one profiled
+trial of the candidate per input distribution (the task's own, log-normally rescaled, and the structured zero-mean
+ones, in a secret order), each output compared with the reference's under the tolerances and the precision rule
+(`musacoder.judge.compare`); then, for a correct and legal candidate, the extra shapes in fresh workers.
+
+The worker makes the same inputs from the same seed; it never sees a reference output.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import torch
+
+from musacoder.judge.compare import (Precision, Yardstick, compare_outputs, float_leaves, max_abs_error, rel_error,
+                                     round_mantissa, round_mantissa_, task_audit)
+from musacoder.judge.inputs import make_init_inputs, make_inputs, nbytes, output_spec, seed_for, seeded, to_cpu
+from musacoder.judge.messages import CallReport, InitReply, InitRequest, TrialReply, TrialRequest
+from musacoder.judge.sandbox import Sandbox
+from musacoder.judge.slots import give_back_cached, is_oom
+from musacoder.judge.stages import rpc
+from musacoder.judge.stages.build import load_candidate
+from musacoder.judge.stages.context import Correctness, ReferenceWeights, RunContext, Stop, task_with_overrides
+from musacoder.judge.stages.runtime import call_violations, memory_violations_of
+from musacoder.records import TrialResult
+from musacoder.tasks import load_module
+
+
+def run_trials(ctx: RunContext) -> Correctness:
+    """The main trials (`cfg.trials` plus the structured ones) with the device shared; fills the verdict's trials,
+    pass fraction and correctness. Runtime legality is judged next, before an incorrect verdict is given."""
+    v = ctx.verdict
+    with ctx.stage("correctness", "shared"):
+        got = trials(ctx, ctx.sandbox, ctx.module, trial_plan(ctx), 0)
+    v.trials = got.trials
+    passed = sum(t.passed for t in got.trials)
+    v.pass_fraction = passed / len(got.trials)
+    v.correct = passed == len(got.trials)
+    v.stages["correctness"] = "ok" if v.correct else "failed"
+    return got
+
+
+def require_correct(ctx: RunContext) -> None:
+    """`Stop("incorrect")` when a trial failed (with notes on how the state dicts lined up)."""
+    v = ctx.verdict
+    if not v.correct:
+        v.flags += [f"state dict: {n}" for n in ctx.correctness.notes[:5]]
+        raise Stop("incorrect")
+
+
+def trial_plan(ctx: RunContext) -> list[str | None]:
+    """The input distribution of each correctness trial (see `musacoder.judge.inputs`): the task's own, every other
+    one rescaled log-normally, plus the structured ones (zero-mean, and zero-mean with one offset slice), in a secret
+    order."""
+    cfg = ctx.cfg
+    plan = ["scale" if cfg.perturb_inputs and i % 2 == 1 else None for i in range(cfg.trials)]
+    plan += ["center", "slice"][:cfg.structured_trials] if cfg.perturb_inputs else []
+    ctx.rng.shuffle(plan)
+    return plan
+
+
+def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: int) -> Correctness:
+    """Reference weights and one profiled trial per entry of `plan` in `sb` (`label` 0: the main trials, which also
+    set the memory budget and the timing's output spec; k: the k-th extra shape)."""
+    v, cfg, device = ctx.verdict, ctx.cfg, ctx.device
+    init_seed = seed_for(ctx.master_seed, 0, label)
+    init_inputs = make_init_inputs(module, init_seed)
+    with seeded(init_seed):
+        ref_model = module.Model(*init_inputs).to(device)
+    state = {k: t.detach().cpu() for k, t in ref_model.state_dict().items()}
+    if label == 0:
+        ctx.weights = ReferenceWeights(state, init_inputs, init_seed)
+    ctx.precision_models = precision_models(ctx, ref_model)
+    init = rpc.ask(ctx, InitRequest(init_inputs=init_inputs, state_dict=state, seed=init_seed, device=device,
+                                    release_memory=ctx.large), cfg.timeout_s, InitReply, "correctness", sb)
+    got = Correctness(ref_model, [], notes=list(init.notes))
+    weight_bytes = nbytes(list(state.values()))
+    deadline = time.monotonic() + cfg.timeout_s
+    for i, asked in enumerate(plan):
+        seed = seed_for(ctx.master_seed, 1 + label, i)
+        perturb, ref_out, precision = reference_case(ctx, module, ref_model, seed, asked)
+        if asked == "center" and label == 0:
+            ctx.center_ok = perturb == "center"
+        expect = output_spec(ref_out)
+        reply = rpc.ask(ctx, TrialRequest(seed=seed, perturb=perturb, profile=True, ipc=ctx.ipc, expect=expect),
+                        max(1.0, deadline - time.monotonic()), TrialReply, "correctness", sb)
+        outputs = rpc.received(ctx, reply.outputs, sb)
+        if i == 0 and label == 0:  # the task's own footprint sets the memory budget
+            ctx.expect = expect  # the timing rounds' outputs are held to it too (`output_problem`)
+            ctx.task_bytes = weight_bytes + nbytes(ref_out) + _input_bytes(ctx, module, seed, ref_out)
+            got.illegal += memory_violations_of(ctx, init.device_mem_peak)
+            v.flags += task_audit(ref_out)
+        got.illegal += call_violations(ctx, reply.report, i)
+        got.launches += reply.report.launches
+        got.trials.append(judge_trial(ctx, i, ref_out, outputs, reply.report, precision))
+        del outputs, ref_out, precision
+        give_back_cached(ctx.device, ctx.large)
+    return got
+
+
+def _input_bytes(ctx: RunContext, module, seed: int, ref_out) -> int:
+    if ctx.fp is not None:
+        return ctx.fp.inputs
+    try:
+        return nbytes(make_inputs(module, seed, device="meta"))
+    except Exception:  # noqa: BLE001 - an op meta does not implement
+        return 4 * nbytes(ref_out)
+
+
+def precision_models(ctx: RunContext, ref_model):
+    """The reference in float64, and in fp32 with every floating weight rounded to a 10-bit mantissa: the
+    precision rule's yardsticks (`musacoder.judge.compare`). None (with a flag) where the model cannot be copied or
+    converted."""
+    try:
+        model64 = copy.deepcopy(ref_model).double()
+        low = copy.deepcopy(ref_model)
+        with torch.no_grad():
+            for t in list(low.parameters()) + list(low.buffers()):
+                if t.dtype == torch.float32:
+                    t.copy_(round_mantissa(t))
+        return model64, low
+    except Exception as e:  # noqa: BLE001 - models that cannot be deep-copied or converted
+        if is_oom(e):
+            raise
+        ctx.verdict.flags.append(
+            f"precision rule not applied: the reference model could not be copied to float64 ({e})")
+        return None
+
+
+def reference_case(ctx: RunContext, module, ref_model, seed: int, perturb: str | None, fallback: bool = True):
+    """Reference output for the inputs made from `seed` and `perturb` (the worker makes the same inputs);
+    returns (the perturbation kept: None when the task's domain forbids it, the output on the comparison
+    device, the precision rule's yardsticks or None). With `fallback` False the perturbation is kept whatever
+    the output (the worker made its inputs already: a timed round's)."""
+    device = ctx.device
+    with torch.no_grad():
+        ref_out = ref_model(*make_inputs(module, seed, perturb=perturb, device=device))
+        if fallback and perturb and not _all_finite(ref_out):
+            perturb = None  # the task's domain forbids the perturbation
+            ref_out = ref_model(*make_inputs(module, seed, device=device))
+    precision = _yardsticks(ctx, module, seed, perturb, ref_out)
+    # the yardsticks' temporaries, gigabytes at full size, go back before the worker runs
+    give_back_cached(ctx.device, ctx.large)
+    return perturb, ref_out if ctx.compare_device != "cpu" else to_cpu(ref_out), precision
+
+
+def _yardsticks(ctx: RunContext, module, seed: int, perturb: str | None, ref_out) -> Precision | None:
+    """e_t and e_low per fp32 output leaf (the precision rule in `musacoder.judge.compare`)."""
+    leaves = [(p, t) for p, t in float_leaves(ref_out) if t.dtype == torch.float32]
+    if not leaves or ctx.precision_models is None:
+        return None
+    model64, low = ctx.precision_models
+    cmp, device = ctx.compare_device, ctx.device
+    try:
+        with torch.no_grad():  # inputs converted one at a time and rounded in place: no copies of their size
+            xs = make_inputs(module, seed, perturb=perturb, device=device)
+            for k in range(len(xs)):
+                if _is_f32(xs[k]):
+                    xs[k] = xs[k].double()
+            out64 = model64(*xs)
+            del xs
+            ref64 = dict(float_leaves(out64))
+            del out64
+            xs = [round_mantissa_(x) if _is_f32(x) else x
+                  for x in make_inputs(module, seed, perturb=perturb, device=device)]
+            out_low = low(*xs)
+            del xs
+            low_leaves = dict(float_leaves(out_low))
+            del out_low
+    except Exception as e:  # noqa: BLE001 - ops without float64 kernels, float32 constants inside forward, …
+        if is_oom(e):
+            raise
+        ctx.precision_models = None
+        ctx.verdict.flags.append(f"precision rule not applied: the reference does not run in float64 "
+                                 f"({type(e).__name__}: {str(e).splitlines()[0][:160]})")
+        return None
+    out = Precision()
+    for path, r32 in leaves:
+        r64, rl = ref64.get(path), low_leaves.get(path)
+        if r64 is None or rl is None or r64.shape != r32.shape or rl.shape != r32.shape:
+            continue
+        out.leaves[path] = Yardstick(r64 if cmp != "cpu" else r64.cpu(), rel_error(r32, r64, cmp),
+                                     rel_error(rl, r64, cmp), max_abs_error(r32, r64, cmp),
+                                     max_abs_error(rl, r64, cmp))
+    return out
+
+
+def judge_trial(ctx: RunContext, i: int, ref_out, cand_out, rep: CallReport,
+                precision: Precision | None = None) -> TrialResult:
+    """One trial's result: the worker's own findings on the output's type and the inputs first, then the comparison."""
+    if rep.output_type_error:
+        return TrialResult(trial=i, passed=False, message=rep.output_type_error)
+    if rep.input_mutation:
+        return TrialResult(trial=i, passed=False, message=rep.input_mutation)
+    c = compare_outputs(ref_out, cand_out, ctx.cfg.rel_l2_tol, device=ctx.compare_device, precision=precision)
+    return TrialResult(trial=i, passed=c.passed, max_abs_error=c.max_abs_error, rel_l2_error=c.rel_l2_error,
+                       precision_error=c.precision_error, precision_bound=c.precision_bound, message=c.message)
+
+
+def extra_shapes(ctx: RunContext) -> None:
+    """Re-run the candidate at each of `cfg.extra_shapes` (size overrides) in a fresh worker, 2 trials each; a
+    candidate that hard-codes its shapes fails here (`incorrect`), one that runs no kernel of its own there is
+    `illegal`."""
+    v = ctx.verdict
+    for k, shape in enumerate(ctx.cfg.extra_shapes, start=1):
+        task = task_with_overrides(ctx.task, shape)
+        module = load_module(task)
+        with rpc.open_worker(ctx, ctx.device) as sb:
+            main_ipc, ctx.ipc = ctx.ipc, False  # this worker was not probed: its outputs use the pipe
+            try:
+                load_candidate(ctx, sb, task)
+                with ctx.stage("correctness", "shared"):
+                    got = trials(ctx, sb, module, [None, "center"], 100 * k)
+            except Stop:
+                v.error = f"at extra shape {shape}: {v.error}"
+                raise
+            finally:
+                ctx.ipc = main_ipc
+        if got.illegal or got.launches == 0:
+            v.violations = list(dict.fromkeys(got.illegal or ["no kernel of the candidate ran"]))
+            v.legal = False
+            v.stages["runtime_legality"] = "failed"
+            raise Stop("illegal")
+        failed = [t for t in got.trials if not t.passed]
+        if failed:
+            for t in failed:
+                t.message = f"at extra shape {shape}: {t.message}"
+            v.trials += got.trials
+            v.correct = False
+            v.pass_fraction = sum(t.passed for t in v.trials) / len(v.trials)
+            v.stages["correctness"] = "failed"
+            raise Stop("incorrect")
+
+
+def _is_f32(x) -> bool:
+    return isinstance(x, torch.Tensor) and x.dtype == torch.float32
+
+
+def _all_finite(obj) -> bool:
+    if isinstance(obj, torch.Tensor):
+        return not obj.is_floating_point() or bool(torch.isfinite(obj).all())
+    if isinstance(obj, (list, tuple)):
+        return all(_all_finite(x) for x in obj)
+    return True

@@ -1,0 +1,103 @@
+"""The trusted side's calls into the candidate's worker: start one, send a typed request, read its reply as the
+record of that request, and say whose fault a failed reply is.
+
+Whose fault an error is: only what the candidate's own code raised (`runtime_error`, `compile_error`) is charged to
+it, and a reply that does not fit its record (candidate code runs in the worker and can write the pipe) is `crashed`.
+The harness's own error is `infra_error`; the harness running out of device memory is `RetryAlone`, unless the
+worker held far more than its estimated part (the candidate hoarding memory: `runtime_error`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from musacoder.judge import ipc, isolation
+from musacoder.judge.messages import (Fault, MalformedReply, OutputsReply, Request, ResendRequest, exchange)
+from musacoder.judge.sandbox import Sandbox
+from musacoder.judge.slots import GiB
+from musacoder.judge.stages.context import RetryAlone, RunContext, Stop
+
+# A worker that ran out of memory in harness code while holding more than its estimated footprint plus this much
+# (and plus one input set and one output) was hoarding memory of its own: the candidate's fault, not the verifier's.
+HOARD_SLACK = 2 * GiB
+
+
+def open_worker(ctx: RunContext, device: str, fresh: bool = False) -> Sandbox:
+    """A candidate worker for `device` with the toolchain variables the backend needs (`fresh`: started for this
+    verification, not taken from the prestarted ones)."""
+    from musacoder.build.cache import toolchain_env
+
+    cfg, backend = ctx.cfg, ctx.backend
+    env = toolchain_env(device) if backend == "cuda" or (backend == "musa" and device.startswith("cuda")) else {}
+    if backend == "triton" and device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    if device.startswith("cuda") and ":" in device:
+        env["MUSACODER_PREWARM_DEVICE"] = device  # a worker started ahead makes its CUDA context while it waits
+    return Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb,
+                   isolate_network=cfg.isolate_network, use_prestarted=not fresh)
+
+
+def check_worker(ctx: RunContext, sb: Sandbox) -> None:
+    """Record the worker's start in the verdict (the wait for a ready worker and, for diagnosis, what the worker says
+    its start cost, part by part) and its isolation layers; `Stop("infra_error")` when `cfg.require_sandbox` and a
+    layer is missing on this host."""
+    v = ctx.verdict
+    v.stage_s["worker_start"] = round(sb.ready_wait_s, 4)
+    v.sandbox = list(sb.layers)
+    if ctx.cfg.require_sandbox and (lacking := isolation.missing(sb.layers)):
+        v.error = f"the sandbox lacks {', '.join(lacking)} on this host; see `musacoder doctor`"
+        raise Stop("infra_error")
+    v.stage_s.update({f"worker.{k}": round(x, 4) for k, x in sb.start_report.items() if math.isfinite(x)})
+
+
+def ask(ctx: RunContext, request: Request, timeout_s: float, record: type, stage: str, sb: Sandbox | None = None):
+    """Send `request` to the worker (`sb`, else the context's) and return its reply as `record`; a `Fault` goes to
+    `fault` (which raises), a reply that fits neither is the candidate's doing (`crashed`)."""
+    try:
+        got = exchange(sb or ctx.sandbox, request, timeout_s, record)
+    except MalformedReply as e:
+        ctx.verdict.stages[stage] = "error"
+        ctx.verdict.error = f"the candidate's worker sent a malformed reply to `{request.op}` ({e})"
+        raise Stop("crashed") from None
+    if isinstance(got, Fault):
+        fault(ctx, got, stage)
+    return got
+
+
+def fault(ctx: RunContext, got: Fault, stage: str) -> None:
+    """A reply with `ok` false: the candidate's own error, or the harness's (module docstring). Always raises."""
+    v = ctx.verdict
+    v.stages[stage] = "error"
+    v.error = got.error
+    if got.kind == "runtime_error":
+        if got.oom and ctx.device.startswith("cuda") and not ctx.alone:
+            raise RetryAlone("the candidate ran out of device memory while other verifications shared the device")
+        raise Stop("runtime_error")
+    if got.kind == "compile_error":
+        v.stages[stage] = "failed"
+        v.compile_log = got.log
+        raise Stop("compile_error")
+    if got.oom:
+        held, fp = got.mem_allocated, ctx.fp
+        if fp is not None and held > fp.worker + fp.inputs + fp.outputs + HOARD_SLACK:
+            v.error = (f"the candidate's worker held {held / GiB:.1f} GiB of device memory when the verifier needed "
+                       f"more in it (the verifier's own part is ~{fp.worker / GiB:.1f} GiB): forward must not keep "
+                       f"large allocations alive\n{got.error[-1500:]}")
+            raise Stop("runtime_error")
+        raise RetryAlone(f"the verifier ran out of device memory in the worker ({got.where}; "
+                         f"{held / GiB:.1f} GiB held there, {got.mem_free / GiB:.1f} GiB free)")
+    raise Stop("infra_error")
+
+
+def received(ctx: RunContext, outputs, sb: Sandbox | None = None):
+    """The outputs of the last reply, with CUDA IPC exports replaced by copies in this process. An export that
+    cannot be read is asked for again through the pipe (and IPC is off for the rest of the verification)."""
+    if not ctx.ipc:
+        return outputs
+    try:
+        return ipc.import_outputs(outputs, ctx.device)
+    except ipc.IpcError as e:
+        ctx.ipc = False
+        ctx.verdict.flags.append(
+            f"an output export could not be read ({str(e)[:160]}); outputs resent through the pipe")
+        return ask(ctx, ResendRequest(), ctx.cfg.timeout_s, OutputsReply, "correctness", sb).outputs
