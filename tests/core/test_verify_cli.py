@@ -1,6 +1,7 @@
 """The CLI contract: `verify --json`, `verify-batch` (append + resume), `tasks list`, exit codes."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -46,12 +47,17 @@ def test_usage_errors_are_non_zero(tmp_path):
 
 
 def test_tasks_list_examples_and_kernelbench():
-    p = run("tasks", "list", "--json")
+    """Without a KernelBench folder (no --kernelbench-dir, no KERNELBENCH_DIR) the examples are listed; with either,
+    that folder's tasks."""
+    env = {k: v for k, v in os.environ.items() if k != "KERNELBENCH_DIR"}
+    p = run("tasks", "list", "--json", env=env)
     names = [json.loads(x)["name"] for x in p.stdout.splitlines()]
     assert "relu" in names
     kb = REPO.parent / "shared" / "kernelbench"
     if kb.exists():
-        p = run("tasks", "list", "--kernelbench-dir", str(kb), "--level", "2", "--json")
+        p = run("tasks", "list", "--kernelbench-dir", str(kb), "--level", "2", "--json", env=env)
+        assert p.returncode == 0 and len(p.stdout.splitlines()) == 100
+        p = run("tasks", "list", "--level", "2", "--json", env={**env, "KERNELBENCH_DIR": str(kb)})
         assert p.returncode == 0 and len(p.stdout.splitlines()) == 100
 
 

@@ -19,6 +19,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from musacoder.bench.config import BenchConfig
 from musacoder.bench.metrics import FASTER_THRESHOLD, SampleOutcome, TurnScore, summarize
 from musacoder.bench.rundir import RunDir
 
@@ -54,8 +55,6 @@ def load_outcomes(root: str | Path) -> tuple[list[SampleOutcome], dict[str, str]
 def build_summary(root: str | Path, threshold: float = FASTER_THRESHOLD) -> dict[str, Any]:
     outcomes, tasks, config, records = load_outcomes(root)
     k = int(config.get("samples", 8))
-    from musacoder.bench.runner import BenchConfig
-
     compile_timed = BenchConfig.model_validate(config).verify_config().time_compile_baseline
     groups = summarize(outcomes, k, tasks=tasks, threshold=threshold, compile_timed=compile_timed)
     first_status = Counter(r["verdict"]["status"] for r in records if int(r["turn"]) == 1)

@@ -5,8 +5,8 @@ module id), preprocess for the device, `cicc` (device front end), `ptxas`, `fatb
 what `cudafe++` produced. With PyTorch's headers, the two front ends and the final host compile each spend seconds
 parsing the same headers, and only the last step needs both halves. This driver asks nvcc for its plan
 (`--dryrun`), writes the module id itself so that neither front end waits for the other, runs the host chain and the
-device chain in parallel, then the final host compile. Same tools, same flags, same outputs: measured 14.9 s -> 9.0 s
-for one candidate's `.cu` on a 2-core machine (docs/benchmarks.md).
+device chain in parallel, then the final host compile. Same tools, same flags, same outputs, in less time on a
+machine with cores to spare (docs/benchmarks.md, build latency).
 
 Anything it does not recognise (several GPU architectures, relocatable device code, a plan of an unexpected shape,
 a failed dry run) is handed to the real nvcc unchanged. Compiler errors are reported as nvcc would report them: the

@@ -170,7 +170,7 @@ def build_rft(run_dir, out, *, cap: int, threshold: float, made_by: str = "") ->
     from pathlib import Path
 
     from musacoder.data.dataset import write_dataset
-    from musacoder.data.solutions import load_run
+    from musacoder.data.runs import load_run
 
     run = load_run(Path(run_dir))
     rows = []

@@ -16,9 +16,11 @@ written here first). The datasets are then pure functions of the run's records:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from musacoder.data.rft import kernel_code
+from musacoder.data.runs import Turn, load_run
 
 SIX_STEP = """\
 Solve it in six steps, in your reasoning, before the code:
@@ -49,23 +51,6 @@ Candidate:
 ```"""
 
 REVIEW_STATUSES = ("compile_error", "runtime_error", "incorrect", "illegal", "timeout", "crashed")
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One verified response of a generation run."""
-
-    task: str
-    sample: int
-    turn: int
-    response: str
-    status: str
-    feedback: str
-    speedup: float | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "ok"
 
 
 def stage2_messages(source: str, backend: str, metadata: str | None, six_step: bool) -> list[dict[str, str]]:
@@ -142,8 +127,6 @@ def review_answer(status: str, feedback: str) -> str:
 def reviewer_rows(reference: str, turns: Sequence[Turn]) -> list[dict[str, Any]]:
     """One row per rejected kernel (statuses in `REVIEW_STATUSES`; extraction failures hold no kernel to review):
     the review request with the reference and the candidate's code, answered by `review_answer`."""
-    from musacoder.data.rft import kernel_code
-
     rows = []
     for t in turns:
         if t.status not in REVIEW_STATUSES:
@@ -156,34 +139,6 @@ def reviewer_rows(reference: str, turns: Sequence[Turn]) -> list[dict[str, Any]]
 
 
 # ---- edges: the generation run ---------------------------------------------------------------------------------
-
-def load_run(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """Task key → {"prompt", "source", "turns": [Turn, …]} from a bench-format run directory (responses and
-    verdicts; a response without a verdict is left out)."""
-    from musacoder.bench.rundir import RunDir
-
-    rd = RunDir(run_dir)
-    verdicts = rd.read_verdicts()
-    out: dict[str, dict[str, Any]] = {}
-    for rec in rd.read_tasks():
-        key = rec["key"]
-        prompt = rd.read_prompt(key)
-        if prompt is None:
-            continue
-        path = Path(rec.get("path") or "")
-        out[key] = {"prompt": prompt, "source": path.read_text(encoding="utf-8") if path.is_file() else "",
-                    "turns": []}
-    for (key, sample, turn), rec in sorted(verdicts.items()):
-        if key not in out:
-            continue
-        text = rd.read_response(key, sample, turn)
-        if text is None:
-            continue
-        v = rec["verdict"]
-        out[key]["turns"].append(Turn(task=key, sample=sample, turn=turn, response=text, status=v.get("status", ""),
-                                      feedback=v.get("feedback", ""), speedup=v.get("speedup_vs_eager")))
-    return out
-
 
 def generate(tasks_dir: Path, run_dir: Path, *, model: str, backend: str, samples: int, turns: int,
              keep_optimizing: bool, metadata: bool = True, six_step: bool = True, temperature: float = 0.7,

@@ -3,24 +3,10 @@ imported inside the command so `--help` stays fast)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
-
-
-def _parse_set(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise typer.BadParameter(f"--set {item!r}: expected KEY=VALUE, e.g. run.steps=10")
-        key, raw = item.split("=", 1)
-        try:
-            out[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key.strip()] = raw
-    return out
 
 
 def rl_command(
@@ -33,17 +19,11 @@ def rl_command(
     fresh: bool = typer.Option(False, "--fresh", help="Ignore checkpoints in the run directory."),
 ) -> None:
     """Train a policy with GRPO + PrimeEcho + Buffered Dynamic Retry + MirrorPop on this machine."""
+    from musacoder.config_files import cli_overrides
     from musacoder.rl.config import load_config
     from musacoder.rl.trainer import train_from_config
 
-    overrides = _parse_set(set_ or [])
-    if out_dir is not None:
-        overrides["run.out_dir"] = str(out_dir)
-    if steps is not None:
-        overrides["run.steps"] = steps
-    if fresh:
-        overrides["run.resume"] = False
-    cfg = load_config(config, overrides)
+    cfg = load_config(config, cli_overrides(set_, out_dir, fresh, {"run.steps": steps}))
     rows = train_from_config(cfg)
     for row in rows:
         typer.echo(

@@ -6,11 +6,12 @@ temperature 0.9, top-p 0.95, α = 0.75); the rest are marked as our choice in do
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from musacoder import config_files
 
 
 class _Section(BaseModel):
@@ -150,27 +151,4 @@ class RLConfig(_Section):
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RLConfig:
     """Read an RLConfig from .toml, .yaml/.yml or .json; `overrides` maps dotted keys ("run.steps") to values."""
-    path = Path(path)
-    text = path.read_text()
-    suffix = path.suffix.lower()
-    if suffix == ".toml":
-        import tomllib
-
-        data = tomllib.loads(text)
-    elif suffix in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError as e:
-            raise RuntimeError(f"{path}: reading YAML needs PyYAML (pip install pyyaml), or use TOML/JSON") from e
-        data = yaml.safe_load(text) or {}
-    elif suffix == ".json":
-        data = json.loads(text)
-    else:
-        raise ValueError(f"{path}: unknown config format {suffix!r}; use .toml, .yaml or .json")
-    for key, value in (overrides or {}).items():
-        node = data
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return RLConfig.model_validate(data)
+    return config_files.load_config(RLConfig, path, overrides)

@@ -121,22 +121,13 @@ def create_app(config: ServiceConfig | None = None, *, verifier: Verifier | None
     (a callable returning a dict) is reported under `pool` by /v1/health: both for another pool, e.g.
     `musacoder.service.ray_pool.RayVerifier`."""
     cfg = config or ServiceConfig()
-    base_config = verify_config or VerifyConfig()
     if verifier is None:
         from musacoder.judge.pipeline import verify as verifier
         from musacoder.judge.sandbox import prestarted_workers
 
         pool_context = lambda: prestarted_workers(cfg.workers)  # noqa: E731
     metrics = Metrics()
-    jobs = JobQueue(verifier, workers=cfg.workers, max_queue=cfg.max_queue, deadline_s=cfg.job_deadline_s,
-                    cache_size=cfg.result_cache_size, keep_jobs=cfg.keep_jobs, metrics=metrics,
-                    pool_context=pool_context)
-    metrics.add_gauge("musacoder_queue_depth", "Jobs waiting for a worker.", lambda: jobs.depth)
-    metrics.add_gauge("musacoder_queue_capacity", "Jobs that may wait (--max-queue).", lambda: jobs.max_queue)
-    metrics.add_gauge("musacoder_jobs_running", "Verifications running now.", lambda: jobs.running)
-    metrics.add_gauge("musacoder_workers", "Verifications that may run at once (--workers).", lambda: jobs.workers)
-    metrics.add_gauge("musacoder_result_cache_entries", "Verdicts kept for identical jobs.",
-                      lambda: jobs.cache_entries)
+    jobs = _job_queue(cfg, verifier, pool_context, metrics)
 
     async def lifespan(app):
         jobs.start()
@@ -148,6 +139,27 @@ def create_app(config: ServiceConfig | None = None, *, verifier: Verifier | None
                               "`musacoder verify --json`. See docs/service.md.")
     app.state.jobs, app.state.metrics, app.state.config = jobs, metrics, cfg
     app.add_middleware(Guard, token=cfg.token, max_body_bytes=cfg.max_body_bytes, metrics=metrics)
+    _add_error_handlers(app, metrics)
+    _add_routes(app, jobs, metrics, cfg, verify_config or VerifyConfig(), pool_stats)
+    return app
+
+
+def _job_queue(cfg: ServiceConfig, verifier: Verifier, pool_context, metrics: Metrics) -> JobQueue:
+    """The job queue the routes submit to, with its load reported as gauges on /v1/metrics."""
+    jobs = JobQueue(verifier, workers=cfg.workers, max_queue=cfg.max_queue, deadline_s=cfg.job_deadline_s,
+                    cache_size=cfg.result_cache_size, keep_jobs=cfg.keep_jobs, metrics=metrics,
+                    pool_context=pool_context)
+    metrics.add_gauge("musacoder_queue_depth", "Jobs waiting for a worker.", lambda: jobs.depth)
+    metrics.add_gauge("musacoder_queue_capacity", "Jobs that may wait (--max-queue).", lambda: jobs.max_queue)
+    metrics.add_gauge("musacoder_jobs_running", "Verifications running now.", lambda: jobs.running)
+    metrics.add_gauge("musacoder_workers", "Verifications that may run at once (--workers).", lambda: jobs.workers)
+    metrics.add_gauge("musacoder_result_cache_entries", "Verdicts kept for identical jobs.",
+                      lambda: jobs.cache_entries)
+    return jobs
+
+
+def _add_error_handlers(app: FastAPI, metrics: Metrics) -> None:
+    """Each refusal as `{"detail": ...}` with its status code (see the module's docstring), counted by reason."""
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
@@ -172,6 +184,11 @@ def create_app(config: ServiceConfig | None = None, *, verifier: Verifier | None
     async def _too_many(request: Request, exc: BatchTooLarge):
         metrics.inc(metrics.rejected, "bad_request")
         return _error(400, str(exc))
+
+
+def _add_routes(app: FastAPI, jobs: JobQueue, metrics: Metrics, cfg: ServiceConfig, base_config: VerifyConfig,
+                pool_stats) -> None:
+    """/v1/verify, /v1/verify/batch, /v1/jobs/{id}, /v1/health and /v1/metrics over `jobs`."""
 
     async def _submit(bodies: list[VerifyBody]):
         # reading task files, parsing sources and hashing candidates: off the event loop
@@ -227,5 +244,3 @@ def create_app(config: ServiceConfig | None = None, *, verifier: Verifier | None
     async def prometheus():
         """Prometheus text format: queue depth, verdicts by status, stage and job seconds, device busy seconds."""
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
-
-    return app

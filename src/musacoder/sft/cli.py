@@ -19,18 +19,11 @@ def sft_command(
     fresh: bool = typer.Option(False, "--fresh", help="Ignore checkpoints in the run directory."),
 ) -> None:
     """Supervised fine-tuning (SFT, or RFT on pools) of a chat model with TRL's SFTTrainer."""
-    from musacoder.rl.cli import _parse_set
+    from musacoder.config_files import cli_overrides
     from musacoder.sft.config import load_config
     from musacoder.sft.trainer import train_from_config
 
-    overrides = _parse_set(set_ or [])
-    if out_dir is not None:
-        overrides["run.out_dir"] = str(out_dir)
-    if epochs is not None:
-        overrides["train.epochs"] = epochs
-    if fresh:
-        overrides["run.resume"] = False
-    cfg = load_config(config, overrides)
+    cfg = load_config(config, cli_overrides(set_, out_dir, fresh, {"train.epochs": epochs}))
     try:
         out = train_from_config(cfg)
     except (ValueError, FileNotFoundError, RuntimeError) as e:

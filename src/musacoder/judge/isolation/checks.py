@@ -16,7 +16,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import musacoder
 from musacoder.judge.isolation.settings import WORKER_LAYERS, hidden_folders, workers_base
 
 
@@ -59,7 +58,7 @@ def probe_env(scratch: Path, layers=WORKER_LAYERS) -> dict[str, str]:
     """The probe's environment: a worker's sandbox settings, and this package's folder ahead of the host's own import
     path (packages installed with `pip --target` under /tmp must be found behind the private /tmp, as in a worker)."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LD_LIBRARY_PATH", "LANG")}
-    src = str(Path(musacoder.__file__).resolve().parents[1])
+    src = str(Path(__file__).resolve().parents[3])  # the folder holding this package: src/musacoder/judge/isolation
     env.update(MUSACODER_SANDBOX=",".join(layers), MUSACODER_SANDBOX_WRITABLE=str(scratch),
                MUSACODER_SANDBOX_HIDE=os.pathsep.join(hidden_folders()), HOME=str(scratch), TMPDIR=str(scratch),
                PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
