@@ -26,7 +26,7 @@ def _relu_task_and_candidate():
 
 @pytest.mark.slow
 def test_end_to_end_cpu_dir_model(tmp_path):
-    pytest.importorskip("musacoder.judge.batch")
+    pytest.importorskip("musacoder.judge.batch", reason="the end-to-end run needs MooreEval's batch verifier (musacoder.judge.batch)")
     task_path, good = _relu_task_and_candidate()
     suite = tmp_path / "suite"
     suite.mkdir()
@@ -56,7 +56,7 @@ def test_end_to_end_cpu_dir_model(tmp_path):
 
 @pytest.mark.slow
 def test_end_to_end_cpu_tiny_hf_model(tmp_path, monkeypatch):
-    pytest.importorskip("musacoder.judge.batch")
+    pytest.importorskip("musacoder.judge.batch", reason="the end-to-end run needs MooreEval's batch verifier (musacoder.judge.batch)")
     from test_bench_models import make_tiny_hf_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

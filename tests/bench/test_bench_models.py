@@ -126,7 +126,7 @@ def test_openai_client_gives_up_cleanly(server, monkeypatch):
 
 def make_tiny_hf_model(path):
     """A 1-layer Llama with random weights and a byte-level tokenizer built in code (no hub access)."""
-    pytest.importorskip("transformers")
+    pytest.importorskip("transformers", reason="the hf: model client needs transformers: pip install -e '.[train]'")
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast
 

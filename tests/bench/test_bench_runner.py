@@ -147,7 +147,7 @@ def test_suite_resolution_and_overrides(tmp_path, monkeypatch):
 
 
 def test_report_html_has_plots_and_compare(tmp_path):
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="the report's plots need matplotlib: pip install -e '.[report]'")
     a, b = tmp_path / "a", tmp_path / "b"
     run_bench(_config(), a, client=ScriptedClient(SCRIPT), verifier=FakeVerifier(), progress=False,
               write_report=False)

@@ -10,8 +10,8 @@ import pytest
 
 from musacoder.records import Verdict
 
-pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
+pytest.importorskip("fastapi", reason="the service tests need fastapi: pip install -e '.[serve]'")
+pytest.importorskip("uvicorn", reason="the service tests need uvicorn: pip install -e '.[serve]'")
 
 RELU_TASK = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "relu.py"
 

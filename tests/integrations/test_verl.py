@@ -10,6 +10,10 @@ from musacoder.integrations.verl import GroupRetry, compute_score, episode_rewar
 from musacoder.rl.mirrorpop import mirrorpop_keep
 from musacoder.rl.primeecho import primeecho_reward
 
+VERL_MISSING = ("verl is not installed: CI installs it beside .[dev] without its pins (see .ci/run): pip install "
+                "--no-deps verl==0.9.1 hydra-core==1.3.8 omegaconf==2.3.0 antlr4-python3-runtime==4.9.3 "
+                "tensordict==0.10.0 pyvers==0.1.0 orjson codetiming pylatexenc cachetools cloudpickle")
+
 
 # ---- the reward function (no verl needed) --------------------------------------------------------------------------
 def test_compute_score_calls_the_service(service):
@@ -70,7 +74,7 @@ def test_group_retry_buffers_failed_groups_and_replays_them_to_the_whole_group()
 
 # ---- MirrorPop in verl's rejection step ----------------------------------------------------------------------------
 def test_mirrorpop_option_in_verls_rollout_correction():
-    pytest.importorskip("verl")
+    pytest.importorskip("verl", reason=VERL_MISSING)
     from verl.trainer.ppo import rollout_corr_helper as helper
 
     from musacoder.integrations.verl import install_mirrorpop
@@ -98,7 +102,7 @@ def test_mirrorpop_option_in_verls_rollout_correction():
 
 # ---- the agent loop against a fake model server --------------------------------------------------------------------
 def _tokenizer():
-    pytest.importorskip("tokenizers")
+    pytest.importorskip("tokenizers", reason="tokenizers builds the test tokenizer: pip install -e '.[train]'")
     import string
 
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -137,7 +141,7 @@ class FakeModelServer:
 
 
 def _loop(tokenizer, server, url, n=2, **options):
-    pytest.importorskip("verl")
+    pytest.importorskip("verl", reason=VERL_MISSING)
     from omegaconf import OmegaConf
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap
 
@@ -198,7 +202,7 @@ def test_agent_loop_all_turns_trains_every_response_but_not_feedback(service):
 def test_agent_loop_replays_a_failed_group_as_a_repair_prompt(service):
     """Buffered Dynamic Retry: a group (n=2) whose samples all failed comes back, to a later group, as a repair
     prompt with its task, failed answer and feedback; the replayed task is the one verified."""
-    pytest.importorskip("verl")
+    pytest.importorskip("verl", reason=VERL_MISSING)
     url, fake = service
     tok = _tokenizer()
     server = FakeModelServer(tok, lambda prompt: ["PASS" if "previous answer" in prompt else "junk"])
