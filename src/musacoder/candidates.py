@@ -61,7 +61,7 @@ def infer_backend(code: str) -> str | None:
         return "triton"
     if re.search(r"\bmusa_sources\s*=|\bimport\s+torch_musa\b|\bfrom\s+torch_musa\b", code):
         return "musa"
-    if re.search(r"\bcuda_sources\s*=", code) or "__global__" in code:
+    if re.search(r"\bcuda_sources\s*=", code) or "__global__" in code or re.search(r"\.cu['\"]", code):
         return "cuda"
     if re.search(r"\bload_inline\s*\(", code) or re.search(r"\bcpp_sources\s*=", code) \
             or re.search(r"\bcpp_extension\.load\s*\(|\bload\s*\(\s*name\s*=", code):

@@ -33,3 +33,23 @@ def test_backend_inference():
     assert infer_backend("load_inline(name='x', cpp_sources=a, cuda_sources=b)") == "cuda"
     assert infer_backend("load_inline(name='x', cpp_sources=a)") == "cpu"
     assert infer_backend("x = 1") is None
+
+
+def test_bad_inputs_are_extract_errors_never_exceptions():
+    from musacoder.candidates import MAX_RESPONSE_CHARS
+
+    assert "no code found" in extract_code("blah " * 5000).extract_error  # the parser ran out of memory on this
+    assert "longer than" in extract_code("x" * (MAX_RESPONSE_CHARS + 1)).extract_error
+    assert "binary data" in extract_code("class ModelNew:\x00 pass").extract_error
+    assert "binary data" in extract_code("```python\n\ufffd\ufffd\n```").extract_error
+    assert "line 2" in extract_code("class ModelNew(nn.Module):\n    def forward(self x):\n        pass\n").extract_error
+    err = extract_code("```python\nclass Foo:\n    pass\n```").extract_error
+    assert "ModelNew" in err and "Foo" in err
+    assert extract_code("class ModelNew:\n    x = " + "-" * 150000 + "1\n").extract_error  # deep recursion, no raise
+    deep = "class ModelNew:\n    x = " + "(" * 300 + ")" * 300 + "\n"
+    assert extract_code(deep).extract_error  # too deeply nested: a parse error, not a crash
+
+
+def test_cpp_extension_load_shows_its_backend():
+    assert infer_backend("ext = load(name='e', sources=['k.cu'])") == "cuda"
+    assert infer_backend("ext = torch.utils.cpp_extension.load(name='e', sources=['k.cpp'])") == "cpu"

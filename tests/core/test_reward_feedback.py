@@ -55,3 +55,16 @@ def test_compiler_log_trimmed():
     assert "main.cpp:12:5: error: 'foo' was not declared" in out
     assert "-DTORCH_EXTENSION_NAME" not in out
     assert len(out.splitlines()) <= 31
+
+
+@pytest.mark.parametrize("status", ["extract_error", "illegal", "compile_error", "runtime_error", "timeout", "crashed"])
+def test_only_incorrect_is_told_to_fix_correctness_first(status):
+    text = render_feedback(Verdict(status=status, error="boom"))
+    assert "fix correctness first" not in text
+    assert text.splitlines()[-1].startswith("Next:")
+
+
+def test_crash_feedback_points_at_bounds_and_infra_error_gives_no_advice():
+    assert "bounds" in render_feedback(Verdict(status="crashed", error="illegal memory access"))
+    assert "fix correctness first" in render_feedback(Verdict(status="incorrect", pass_fraction=0.0))
+    assert "Next:" not in render_feedback(Verdict(status="infra_error", error="worker failed to start"))

@@ -761,3 +761,11 @@ def test_runtime_allows_prod_only_over_a_handful_of_sizes():
     assert analyse_events([ev([[4096], []])]).illegal_ops  # a vector of data, not of sizes
     assert analyse_events([ev([[4, 4], []])]).illegal_ops
     assert analyse_events([ev([])]).illegal_ops  # shapes not recorded: nothing proves it is sizes
+
+
+def test_lineinfo_is_a_compile_flag_not_a_library():
+    ok = CUDA_HEAD.replace('functions=["f"])', 'functions=["f"], extra_cuda_cflags=["-O3", "-lineinfo"])')
+    assert ok != CUDA_HEAD
+    assert check_static(ok + "        return ext.f(x)\n", "cuda").violations == []
+    bad = ok.replace('"-lineinfo"', '"-lineinfo", "-lcublas"')
+    assert any("may not link" in v for v in check_static(bad + "        return ext.f(x)\n", "cuda").violations)

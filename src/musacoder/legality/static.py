@@ -1035,8 +1035,9 @@ _LINK_FLAG_OK = re.compile(r"^(?:|-fopenmp|-lgomp|-lm|-lpthread|-lcuda|-lcudart|
 _LINK_FLAG_VENDOR = re.compile(r"^-l(?:cublas|cublasLt|cudnn|cusparse|cufft|cusolver|curand|mublas|mudnn|musparse|mufft|"
                                r"musolver|hipblas|miopen|mkl_\w+|dnnl|openblas)$")
 # compile flags that reach beyond compiling the candidate's own source: linking, plugins, other files included
+# (nvcc's `-lineinfo`, line tables for profilers, is a compile flag, not the library `ineinfo`)
 _COMPILE_FLAG_FORBIDDEN = re.compile(r"-Wl,|-Xlinker|--linker-options|-fplugin|-specs\b|-include\b|-imacros|-trigraphs|"
-                                     r"(?<![\w-])-l\S|(?<![\w-])-L\S|\.so\b|\.a\b|(?<![\w-])-B\S")
+                                     r"(?<![\w-])-l(?!ineinfo\b)\S|(?<![\w-])-L\S|\.so\b|\.a\b|(?<![\w-])-B\S")
 
 
 def _link_flag_violations(lineno: int, value: ast.expr, allow_vendor_libs: bool) -> list[str]:
