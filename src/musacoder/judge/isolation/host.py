@@ -27,8 +27,8 @@ from musacoder.judge.isolation.settings import (ALL_LAYERS, PREFIX_LAYERS, WORKE
 def _probe_once(layers, gpu: bool) -> tuple[dict, str | None, str]:
     """Start a throw-away process the way a `python -m` worker starts (its prefix), let it enter `layers` and, with
     `gpu`, use the GPU inside them: (its report, the GPU check's result or None, the end of its stderr). GPU checks
-    are remembered across processes (`_gpu_memo`): each creates a CUDA context, and a host that refuses some layers
-    needs a dozen before its first worker starts."""
+    are remembered across processes (`checks.gpu_memo`): each creates a CUDA context, and a host that refuses some
+    layers needs a dozen before its first worker starts."""
     if not gpu:
         return _probe_once_now(layers, gpu)
 

@@ -41,7 +41,7 @@ PREFIX_GPU_NOTES: dict[str, str] = {}
 @functools.lru_cache(maxsize=None)
 def _gpu_check_under(prefix: tuple[str, ...]) -> str:
     """`gpu_selfcheck()`'s result in a process started under `prefix` (entering no worker layer); remembered across
-    processes by `_gpu_memo`."""
+    processes by `checks.gpu_memo`."""
     return checks.gpu_memo(["prefix", *prefix], lambda: _gpu_check_under_now(prefix), lambda got: got)
 
 
