@@ -221,3 +221,12 @@ def test_docs_commands_run(tmp_path):
         if server:
             os.killpg(server[0].pid, 15)
             server[0].wait(30)
+
+
+def test_repository_paths_named_in_the_docs_exist():
+    """A backticked path (`src/musacoder/…`, `judge/…`, `examples/…`, `tests/…`, …) in the README or docs/*.md names a
+    file or folder that exists, at the repository root or under src/musacoder/ (`judge/stages/build.py`)."""
+    pattern = re.compile(r"`((?:src/musacoder/|judge/|legality/|build/|examples/|tests/|benchmarks/|docs/)[\w./\-]*)`")
+    missing = [(doc.name, m.group(1)) for doc in DOCS for m in pattern.finditer(doc.read_text())
+               if not (ROOT / m.group(1)).exists() and not (ROOT / "src" / "musacoder" / m.group(1)).exists()]
+    assert not missing, f"paths named in the docs that do not exist: {missing}"
