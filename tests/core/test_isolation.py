@@ -43,12 +43,20 @@ def _run(sb: Sandbox, code: str, cache: Path) -> dict:
     return json.loads((sb.workdir / "probe.json").read_text())
 
 
+def _parent(pid: str) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def _nested_pid_namespaces() -> dict[str, list[str]]:
-    """The PID namespaces, other than ours, that some process of this checkout is in (its command line names this
-    checkout or its Python: workers, their compilers and whatever they fork; not another checkout's verifier running
-    on the same host), with those processes' command lines."""
+    """The PID namespaces, other than ours, that some process of this test run is in, with those processes' command
+    lines. A process is this run's when it descends from this process (fork servers, workers, their compilers and
+    whatever they fork), or when it was orphaned (its parent is init) and its command line names this checkout or its
+    Python: what a worker left behind. Other runs on the same host, with the same Python or not, are not counted."""
     ours = os.readlink("/proc/self/ns/pid")
-    mine = (str(REPO), sys.executable)
+    me, mine = os.getpid(), (str(REPO), sys.executable)
     found: dict[str, list[str]] = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -56,7 +64,13 @@ def _nested_pid_namespaces() -> dict[str, list[str]]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if ns != ours and any(m in cmd for m in mine):
+        if ns == ours or not any(m in cmd for m in mine):
+            continue
+        chain, p = [], int(pid)
+        while p > 1 and p != me and len(chain) < 64:
+            chain.append(p)
+            p = _parent(str(p))
+        if p == me or len(chain) <= 1:  # a descendant, or an orphan (its parent is init)
             found.setdefault(ns, []).append(f"{pid}: {cmd[:80]}")
     return found
 
