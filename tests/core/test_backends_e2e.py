@@ -29,7 +29,7 @@ def test_cpu_candidate_with_weights_of_kept_submodule():
 
 @pytest.mark.slow
 def test_triton_interpreter_on_cpu():
-    pytest.importorskip("triton")
+    pytest.importorskip("triton", reason="triton is not installed: pip install -e '.[triton]' (or .[dev])")
     v = verify(EX / "tasks" / "relu.py", (EX / "candidates" / "relu_triton.py").read_text(),
                overrides={"batch_size": 2, "dim": 300}, config=FAST)
     assert v.status == "ok", v.feedback + str(v.error)
@@ -38,7 +38,7 @@ def test_triton_interpreter_on_cpu():
 
 @pytest.mark.slow
 def test_triton_fallback_rejected():
-    pytest.importorskip("triton")
+    pytest.importorskip("triton", reason="triton is not installed: pip install -e '.[triton]' (or .[dev])")
     code = (EX / "candidates" / "relu_triton.py").read_text().replace("return out", "return torch.relu(x)")
     v = verify(EX / "tasks" / "relu.py", code, overrides={"batch_size": 2, "dim": 300}, config=FAST)
     assert v.status == "illegal" and any("torch.relu" in x for x in v.violations)

@@ -116,7 +116,7 @@ def test_timed_rounds_get_zero_mean_inputs_where_the_task_allows():
 
 
 def test_hf_loader_with_local_fixture(tmp_path):
-    pytest.importorskip("datasets")
+    pytest.importorskip("datasets", reason="datasets is not installed: pip install -e '.[data]' (or .[dev])")
     import json
 
     from musacoder.tasks import load_hf_kernelbench

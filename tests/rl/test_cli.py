@@ -13,7 +13,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rl" / "tiny_cpu.to
 
 
 def test_train_rl_runs_the_example_for_two_steps(tmp_path):
-    pytest.importorskip("transformers")
+    pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[train]' (or .[dev])")
     app = typer.Typer()
 
     @app.command()

@@ -13,9 +13,9 @@ from musacoder.rl.config import EnvConfig, RLConfig
 from musacoder.rl.env import verifier_from_config
 from musacoder.rl.tokenizer import CharTokenizer
 
-pytest.importorskip("fastapi")
-pytest.importorskip("uvicorn")
-pytest.importorskip("transformers")
+pytest.importorskip("fastapi", reason="fastapi is not installed: pip install -e '.[serve]' (or .[dev])")
+pytest.importorskip("uvicorn", reason="uvicorn is not installed: pip install -e '.[serve]' (or .[dev])")
+pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[train]' (or .[dev])")
 
 
 class ServerSideVerifier:

@@ -13,7 +13,7 @@ from musacoder.rl.config import RLConfig, load_config
 from musacoder.rl.metrics import read_metrics
 from musacoder.rl.tokenizer import CharTokenizer
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[train]' (or .[dev])")
 
 from musacoder.rl.trainer import Trainer, train_from_config  # noqa: E402
 

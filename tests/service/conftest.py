@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("fastapi")
-pytest.importorskip("httpx")
+pytest.importorskip("fastapi", reason="fastapi is not installed: pip install -e '.[serve]' (or .[dev])")
+pytest.importorskip("httpx", reason="httpx is not installed: pip install -e '.[serve]' (or .[dev])")
 
 from musacoder.records import Verdict  # noqa: E402
 

@@ -101,7 +101,7 @@ def test_serve_ray_without_ray_exits_2(monkeypatch):
 # ---- a real local cluster ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ray_cluster():
-    ray = pytest.importorskip("ray")
+    ray = pytest.importorskip("ray", reason="ray is not installed: pip install -e '.[ray]' (or .[dev])")
     if ray.is_initialized():
         ray.shutdown()
     env = {"PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}

@@ -48,8 +48,8 @@ def test_missing_data_is_an_actionable_error(tmp_path):
 
 
 def test_cli_runs_the_example_with_lora_merged_into_final(tmp_path, monkeypatch):
-    pytest.importorskip("trl")
-    pytest.importorskip("peft")
+    pytest.importorskip("trl", reason="trl is not installed: pip install -e '.[train]' (or .[dev])")
+    pytest.importorskip("peft", reason="peft is not installed: pip install -e '.[train]' (or .[dev])")
     import torch
     from transformers import AutoModelForCausalLM
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[train]' (or .[dev])")
 
 from musacoder.sft.dataset import EpochDataset, data_files, detect_kind, load_rows  # noqa: E402
 from musacoder.sft.examples import IGNORE_INDEX  # noqa: E402

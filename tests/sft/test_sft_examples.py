@@ -2,8 +2,8 @@
 
 import pytest
 
-pytest.importorskip("transformers")
-pytest.importorskip("tokenizers")
+pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[train]' (or .[dev])")
+pytest.importorskip("tokenizers", reason="tokenizers is not installed: pip install -e '.[train]' (or .[dev])")
 
 from musacoder.sft.examples import (  # noqa: E402
     IGNORE_INDEX, PromptTooLong, resolve_loss_turn, tokenize_example)

@@ -7,8 +7,8 @@ import random
 import pytest
 import torch
 
-pytest.importorskip("trl")
-datasets = pytest.importorskip("datasets")
+pytest.importorskip("trl", reason="trl is not installed: pip install -e '.[train]' (or .[dev])")
+datasets = pytest.importorskip("datasets", reason="datasets is not installed: pip install -e '.[train]' (or .[dev])")
 
 from musacoder.rl.config import RLConfig  # noqa: E402
 from musacoder.sft.config import SFTConfig  # noqa: E402
