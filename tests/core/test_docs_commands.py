@@ -230,3 +230,14 @@ def test_repository_paths_named_in_the_docs_exist():
     missing = [(doc.name, m.group(1)) for doc in DOCS for m in pattern.finditer(doc.read_text())
                if not (ROOT / m.group(1)).exists() and not (ROOT / "src" / "musacoder" / m.group(1)).exists()]
     assert not missing, f"paths named in the docs that do not exist: {missing}"
+
+
+def test_readme_error_table_is_the_one_in_errors_md():
+    """The README carries docs/errors.md's table (between `<!-- error-table -->` markers) word for word."""
+    def table(path: Path) -> str:
+        parts = path.read_text().split("<!-- error-table -->")
+        assert len(parts) == 3, f"{path.name}: expected one table between two <!-- error-table --> markers"
+        return parts[1].strip()
+
+    assert table(ROOT / "README.md") == table(ROOT / "docs" / "errors.md"), \
+        "README's error table differs from docs/errors.md: copy the table between the markers again"
