@@ -46,10 +46,15 @@ class VerifyConfig(BaseModel):
     build_timeout_s: float = Field(900.0, gt=0, description="Wall-clock limit for building one candidate.")
     time_candidate: bool = Field(True, description="Run the timing stage for correct, legal candidates.")
     warmup: int = Field(3, ge=0, description="Untimed warm-up calls before timing.")
-    repeats: int = Field(20, ge=1, description="Timed calls per side (minimum, when adaptive).")
-    max_repeats: int = Field(200, ge=1, description="Upper bound on timed calls per side (adaptive repeats).")
-    target_sem: float = Field(0.01, gt=0, description="Stop repeating once the standard error of the mean is below this fraction of the mean.")
-    time_budget_s: float = Field(10.0, gt=0, description="Time budget for the adaptive timing loop per side.")
+    repeats: int = Field(10, ge=1, description="Timed rounds (a candidate call and a reference call each) at least.")
+    cap_repeats: int = Field(100, ge=1, description="Timed rounds at most while the speedup's interval is no wider than "
+                             "twice `ratio_precision` (KernelBench times 100 runs); a wider one goes on to max_repeats.")
+    max_repeats: int = Field(200, ge=1, description="Timed rounds at most, whatever the interval.")
+    ratio_precision: float = Field(
+        0.02, gt=0, description="Stop timing once the 95 % interval of the speedup (the median of the paired "
+        "reference/candidate log-ratios, musacoder.judge.stopping) is within ± this fraction.")
+    time_budget_s: float = Field(10.0, gt=0, description="Wall-clock limit of the timing loop, a last resort: the "
+                                 "stopping rule counts rounds, so the time spent follows the kernel's own run time.")
     input_sets: int = Field(4, ge=1, description="Distinct input sets rotated through while timing (at most; fewer when "
                             "one set is large, see musacoder.judge.slots.Footprint.input_sets).")
     rechecks: int = Field(2, ge=0, description="Secretly chosen timing rounds re-checked against the reference: this many "

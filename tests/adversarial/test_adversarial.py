@@ -139,7 +139,7 @@ def test_a_dispatcher_registration_is_seen_at_run_time_without_the_source_and_bi
 
 
 TAIL_CFG = CFG.model_copy(update={"warmup": 1, "repeats": 20, "rechecks": 2, "max_repeats": 200,
-                                  "target_sem": 1e-9, "time_budget_s": 60.0, "seed": 11})
+                                  "ratio_precision": 1e-9, "cap_repeats": 200, "time_budget_s": 60.0, "seed": 11})
 
 
 @pytest.mark.slow

@@ -107,7 +107,7 @@ class TimeRequest(Request):
     repeats: int
     max_repeats: int
     budget_s: float
-    target_sem: float
+    ratio_precision: float
     audit_rounds: list[int]
     check_keep: int = 0
     check_key: int = 0
@@ -118,6 +118,7 @@ class TimeRequest(Request):
     host_hold_bytes: int = 1 << 30
     expect: Any = None
     l2_flush_bytes: int = L2_FLUSH_BYTES
+    cap_repeats: int = 100
 
 
 @dataclass(frozen=True)

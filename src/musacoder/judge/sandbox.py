@@ -79,6 +79,11 @@ def worker_environment(workdir: Path, cache_dir: Path, extra: dict[str, str] | N
                **isolation.worker_env(workdir, cache_dir))
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    # OpenMP threads that spin after a parallel region (libgomp's default) take the cores the next call needs: an
+    # extension built with -fopenmp beside torch's own pool slowed both sides by tens of times on a 2-core host, and
+    # only in the candidate's worker. Idle threads sleep in every worker, the clean reference's too, so both sides
+    # are timed under the same conditions (set before the worker starts: libgomp reads it when it loads).
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     env.update(extra or {})
     return env
 

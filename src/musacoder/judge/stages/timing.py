@@ -95,11 +95,11 @@ def _time_once(ctx: RunContext) -> tuple[Timing, Timing]:
     ctx.timed_with = TimedInputs(master_t, input_sets, perturb)
     request = TimeRequest(
         master_seed=master_t, input_sets=input_sets, perturb=perturb, warmup=cfg.warmup, repeats=cfg.repeats,
-        max_repeats=cfg.max_repeats, budget_s=cfg.time_budget_s, target_sem=cfg.target_sem, audit_rounds=audits,
+        max_repeats=cfg.max_repeats, budget_s=cfg.time_budget_s, ratio_precision=cfg.ratio_precision, audit_rounds=audits,
         check_keep=cfg.rechecks, check_key=ctx.rng.getrandbits(62),
         late_audit_from=pool[-1] + 1 if pool else cfg.warmup, late_audit_p=LATE_AUDIT_P,
         late_audit_max=cfg.rechecks, late_audit_key=ctx.rng.getrandbits(62), host_hold_bytes=HOST_HOLD_BYTES,
-        expect=ctx.expect)
+        expect=ctx.expect, cap_repeats=cfg.cap_repeats)
     with ctx.stage("timing", "exclusive"):  # nothing else on the device while timing
         rep = rpc.ask(ctx, request, cfg.timeout_s + cfg.time_budget_s * 2, TimeReply, "timing")
     _judge_rounds(ctx, rep)

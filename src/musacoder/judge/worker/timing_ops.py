@@ -137,14 +137,19 @@ class _TimedRun:
 
     def enough(self, r: int, started_ns: int) -> bool:
         """Whether the timed rounds so far meet the stopping rule (after every fixed audit and `repeats` rounds: at
-        `max_repeats`, past the time budget, or both relative standard errors under `target_sem`)."""
-        from musacoder.judge.timing import rel_sem
+        `max_repeats`, past the time budget, or once the speedup's interval is narrow enough: `musacoder.judge.stopping`)."""
+        from musacoder.judge.stopping import StoppingRule, should_stop
 
         req, n = self.req, len(self.cand_ms)
         if r <= max(self.audits, default=0) or n < req.repeats:
             return False
-        return n >= req.max_repeats or (time.perf_counter_ns() - started_ns) > req.budget_s * 1e9 or (
-            rel_sem(self.trip.charge(self.cand_ms)) < req.target_sem and rel_sem(self.ref_ms) < req.target_sem)
+        if n >= req.max_repeats or (time.perf_counter_ns() - started_ns) > req.budget_s * 1e9:
+            return True
+        lo = max(2, req.repeats)
+        hi = max(lo, req.max_repeats)
+        rule = StoppingRule(min_rounds=lo, cap_rounds=min(max(lo, req.cap_repeats), hi), max_rounds=hi,
+                            rel_halfwidth=req.ratio_precision)
+        return should_stop(self.trip.charge(self.cand_ms), self.ref_ms, rule)
 
     def reply(self, final_round) -> dict:
         w = self.worker
