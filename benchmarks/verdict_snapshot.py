@@ -3,7 +3,8 @@ before and after a change that must not change what MooreEval decides.
 
 Each case is (name, task, candidate, backend, overrides, config changes). What is kept of a verdict: status, the
 reward's sign, pass fraction, legality, the stages' outcomes, every trial's pass/fail, violations, and flags with
-their numbers masked (timing figures and speedups vary run to run; what a flag says does not). The master seed is
+their numbers masked (timing figures and speedups vary run to run; what a flag says does not), less the flags that
+only report timing figures (`TIMING_FLAGS`). The master seed is
 fixed, so the trials' inputs are the same in both runs.
 
     python benchmarks/verdict_snapshot.py /tmp/verdicts_before.json
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -28,7 +30,7 @@ EX = REPO / "examples"
 ADV = REPO / "tests" / "adversarial" / "candidates"
 FR = REPO / "tests" / "false_reject" / "candidates"
 RELU, GELU = EX / "tasks" / "relu.py", EX / "tasks" / "linear_gelu.py"
-SMALL = REPO.parent / "shared" / "kernelbench-small" / "level1"
+SMALL = Path(os.environ.get("KERNELBENCH_SMALL_DIR", REPO.parent / "shared" / "kernelbench-small")) / "level1"
 MATMUL = SMALL / "1_Square_matrix_multiplication_.py"
 RELU_CPU = (EX / "candidates" / "relu_cpu.py").read_text()
 FORWARD = "        return relu_ext.relu_forward(x)\n"
@@ -91,13 +93,22 @@ def cases(gpu: bool) -> list[tuple]:
     return out
 
 
+# flags that report timing figures (a re-timed outlier, a reference slower in the candidate's worker than in a clean
+# one): notes for the reader that come and go with the host's load, so they are left out of the comparison
+TIMING_FLAGS = ("outlier speedup ", "the reference ran ")
+
+
+def _flags(flags: list[str]) -> list[str]:
+    return sorted(re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "#", f) for f in flags if not f.startswith(TIMING_FLAGS))
+
+
 def summary(v) -> dict:
-    """What must not change: the verdict without its timing figures (numbers in flags masked)."""
+    """What must not change: the verdict without its timing figures (numbers in flags masked, timing notes left out)."""
     sign = None if v.reward is None else (v.reward > 0) - (v.reward < 0)
     return {"status": v.status, "reward_sign": sign, "pass_fraction": v.pass_fraction, "legal": v.legal,
             "correct": v.correct, "stages": {k: s for k, s in sorted(v.stages.items())},
             "trials": [t.passed for t in v.trials], "violations": list(v.violations),
-            "flags": sorted(re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "#", f) for f in v.flags)}
+            "flags": _flags(v.flags)}
 
 
 def main() -> int:
@@ -129,6 +140,8 @@ def main() -> int:
     diffs = []
     for name in sorted(set(before) | set(got)):
         a, b = before.get(name), got.get(name)
+        if a is not None:
+            a = {**a, "flags": _flags(a["flags"])}  # an earlier snapshot may have kept the timing notes
         if a is None or b is None:
             diffs.append(f"{name}: only in {'the new' if a is None else 'the earlier'} snapshot")
             continue
