@@ -77,21 +77,30 @@ def main() -> int:
             f.write(json.dumps({"id": n, "task": str(task), "candidate": str(CORPUS / n), "backend": lab["backend"],
                                 "set": _small_set(task, lab) if small else {}}) + "\n")
     cfg = VerifyConfig(trials=args.trials, time_candidate=False)
-    verify_batch(manifest, out, workers=args.workers, config=cfg,
-                 on_result=lambda i, v: print(f"{i:40s} {labels[i]['label']:13s} {v.status:14s} "
-                                              f"reward {v.reward if v.reward is None else round(v.reward, 3)}",
-                                              flush=True))
-    verdicts = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
-    summary = summarise(chosen, verdicts)
-    args.json.write_text(json.dumps({"device": "cuda" if gpu else "cpu", "small": small, "summary": summary,
-                                     "candidates": {n: {**chosen[n], "status": verdicts[n]["status"],
-                                                        "reward": verdicts[n]["reward"],
-                                                        "violations": verdicts[n]["violations"][:5],
-                                                        "error": (verdicts[n].get("error") or "")[:500]}
-                                                    for n in chosen if n in verdicts}}, indent=1))
+    verdicts: dict[str, dict] = {}
+
+    def on_result(i, v):
+        print(f"{i:40s} {labels[i]['label']:13s} {v.status:14s} reward {v.reward if v.reward is None else round(v.reward, 3)}",
+              flush=True)
+        verdicts[i] = v.model_dump(mode="json")
+        write_json(args.json, chosen, verdicts, gpu, small)  # after every verdict: a cut run keeps what it judged
+
+    verify_batch(manifest, out, workers=args.workers, config=cfg, on_result=on_result)
+    summary = write_json(args.json, chosen, verdicts, gpu, small)
     print_table(summary)
     print(f"wrote {args.json}")
     return 0
+
+
+def write_json(path: Path, chosen: dict, verdicts: dict, gpu: bool, small: bool) -> dict:
+    summary = summarise(chosen, verdicts)
+    path.write_text(json.dumps({"device": "cuda" if gpu else "cpu", "small": small, "summary": summary,
+                                "candidates": {n: {**chosen[n], "status": verdicts[n]["status"],
+                                                   "reward": verdicts[n]["reward"],
+                                                   "violations": verdicts[n]["violations"][:5],
+                                                   "error": (verdicts[n].get("error") or "")[:800]}
+                                               for n in chosen if n in verdicts}}, indent=1))
+    return summary
 
 
 def summarise(chosen: dict, verdicts: dict) -> dict:

@@ -769,3 +769,12 @@ def test_lineinfo_is_a_compile_flag_not_a_library():
     assert check_static(ok + "        return ext.f(x)\n", "cuda").violations == []
     bad = ok.replace('"-lineinfo"', '"-lineinfo", "-lcublas"')
     assert any("may not link" in v for v in check_static(bad + "        return ext.f(x)\n", "cuda").violations)
+
+
+def test_sizes_the_candidate_set_on_itself_are_not_shapes():
+    body = "        return ext.f(x)\n"
+    head = CUDA_HEAD.replace("        self.ln = nn.LayerNorm(8)", "        self.ln = nn.LayerNorm(8)\n        self.shape = torch.ones(3)")
+    got = check_static(head.replace("    def forward(self, x, w=None):\n",
+                                    "    def forward(self, x, w=None):\n        n = math.prod(self.shape)\n") + body,
+                       "cuda").violations
+    assert any("math.prod(...) over self.shape" in v for v in got), got

@@ -603,9 +603,11 @@ def _is_shape(e: ast.AST, tensors: "_Tensors | None", depth: int = 0) -> bool:
         return False
     if isinstance(e, ast.Constant):
         return isinstance(e.value, int) and not isinstance(e.value, bool)
-    if isinstance(e, ast.Attribute):
-        return e.attr in ("shape", "ndim")
+    if isinstance(e, ast.Attribute):  # of a tensor: not an attribute the candidate set on itself (`self.shape`)
+        return e.attr in ("shape", "ndim") and not (isinstance(e.value, ast.Name) and e.value.id == "self")
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+        if isinstance(e.func.value, ast.Name) and e.func.value.id == "self":
+            return False
         return e.func.attr in _SIZE_METHODS and all(isinstance(a, ast.Constant) or _is_shape(a, tensors, depth + 1)
                                                      for a in e.args)
     if isinstance(e, ast.Subscript):
