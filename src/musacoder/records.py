@@ -76,6 +76,12 @@ class TrialResult(BaseModel):
     precision_error: float | None = None  # error against the float64 reference, where the precision rule applied
     precision_bound: float | None = None  # the rule's bound τ for that trial (musacoder.judge.compare)
     message: str = ""
+    # the trial's inputs: "task" (the task's own), "scale" (log-normally rescaled), "center" (zero-mean), "slice"
+    # (zero-mean with one offset slice), "timed" (a timing round re-checked), "shape" (an extra size)
+    kind: str | None = None
+    # a failed trial built to expose a systematic defect names it here (reduced precision, skipped work, shapes
+    # hard-coded): the verdict's q is then 0 (`musacoder.reward`, docs/reward.md)
+    systematic: str | None = None
 
 
 class Timing(BaseModel):
@@ -97,6 +103,8 @@ class Verdict(BaseModel):
     legal: bool = False
     correct: bool = False
     pass_fraction: float = 0.0
+    # the defect a decisive trial exposed (reduced precision, skipped work, hard-coded shapes): no partial credit
+    systematic_defect: str | None = None
     speedup: float | None = None  # against the configured baseline (eager by default)
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
@@ -141,6 +149,9 @@ class Verdict(BaseModel):
     # worker), compile_build and compile_baseline (torch.compile baseline), the waits for a device slot (`<stage>_wait`), the wait for a ready worker
     # (worker_start) and the worker's own account of its start (`worker.<part>`).
     stage_s: dict[str, float] = Field(default_factory=dict)
+    # the task's reference work (reference outputs, the clean reference's timing) came from the per-task cache
+    # (`musacoder.judge.task_cache`), computed for an earlier candidate of the same task in this batch or service
+    reference_reused: bool = False
 
 
     @model_validator(mode="after")

@@ -68,3 +68,10 @@ def test_crash_feedback_points_at_bounds_and_infra_error_gives_no_advice():
     assert "bounds" in render_feedback(Verdict(status="crashed", error="illegal memory access"))
     assert "fix correctness first" in render_feedback(Verdict(status="incorrect", pass_fraction=0.0))
     assert "Next:" not in render_feedback(Verdict(status="infra_error", error="worker failed to start"))
+
+
+def test_a_systematic_failure_earns_no_partial_credit():
+    # 6 of 7 trials passed, but the one that failed was built to expose a systematic defect: q counts as 0
+    assert kernel_reward("incorrect", 6 / 7, True, None, systematic=True) == -1.0
+    assert kernel_reward("incorrect", 6 / 7, True, None) == pytest.approx(-0.5 + 0.5 * 6 / 7)
+    assert kernel_reward("ok", 1.0, True, 2.0, systematic=True) == pytest.approx(1.5)  # nothing failed: no effect
