@@ -198,11 +198,12 @@ def test_docs_commands_run(tmp_path):
     if not all(subprocess.run(["which", t], capture_output=True).returncode == 0 for t in ("jq", "curl")):
         pytest.skip("jq and curl are needed to run the service example (apt-get install jq curl)")
     (tmp_path / "examples").symlink_to(ROOT / "examples")
-    server = None
+    server, ran = None, set()
     try:
         for doc, cmd in _shell_commands():
-            if cmd not in RUN:
+            if cmd not in RUN or cmd in ran:  # the README's first verify appears twice
                 continue
+            ran.add(cmd)
             substitute = RUN[cmd][0] or cmd
             if cmd.startswith("musacoder serve"):
                 server = _serve(tmp_path, substitute)
