@@ -63,6 +63,11 @@ class VerifyConfig(BaseModel):
         True, description="Also time the eager reference in a fresh reference-only worker (no candidate code) right "
         "after the candidate's timing; the speedup uses the lower of that and the reference timed in the candidate's "
         "process, so nothing a candidate leaves in its process can slow its baseline.")
+    share_reference: bool = Field(
+        True, description="Reuse a task's reference work (the correctness trials' reference outputs and yardsticks, the "
+        "clean reference's timing) across the candidates of that task verified in one batch, service or process "
+        "(musacoder.judge.task_cache): their correctness inputs come from one secret per task that rotates; each "
+        "candidate's timed rounds keep inputs of their own. Off when `seed` is set.")
     baseline: Literal["eager", "compile"] = Field("eager", description="Speedup in the reward is measured against this baseline.")
     time_compile_baseline: bool = Field(False, description="Also time a torch.compile baseline (slow on CPU).")
     outlier_speedup: float = Field(10.0, gt=1, description="Speedups above this are re-timed and flagged.")

@@ -150,7 +150,7 @@ class Verdict(BaseModel):
     # (worker_start) and the worker's own account of its start (`worker.<part>`).
     stage_s: dict[str, float] = Field(default_factory=dict)
     # the task's reference work (reference outputs, the clean reference's timing) came from the per-task cache
-    # (`musacoder.judge.task_cache`), computed for an earlier candidate of the same task in this batch or service
+    # (`musacoder.judge.task_cache`): an earlier candidate of the same task in this batch or service had started it
     reference_reused: bool = False
 
 

@@ -79,3 +79,10 @@ def test_budget_from_environment(monkeypatch):
         budget_from_env()
     monkeypatch.delenv("MUSACODER_TASK_CACHE_GB")
     assert budget_from_env() > 0
+
+
+def test_a_cache_with_a_rotation_period_rotates_by_itself():
+    cache = TaskCache(budget_bytes=1 << 20, rotate_s=0.05)
+    s1 = cache.master_seed(KEY)
+    time.sleep(0.1)
+    assert cache.master_seed(KEY) != s1 and cache.generation == 1

@@ -30,11 +30,17 @@ class VerifyJob:
 
 def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyConfig | None = None,
                 verifier: Callable[..., Verdict] | None = None) -> Iterator[tuple[VerifyJob, Verdict]]:
-    """Verify jobs with at most `workers` in flight; yields (job, verdict) in completion order."""
-    from musacoder.judge.pipeline import verify
+    """Verify jobs with at most `workers` in flight; yields (job, verdict) in completion order. The jobs of one task
+    run next to each other (in the order given otherwise), and share one per-task cache for this batch
+    (`musacoder.judge.task_cache`): the task's reference work is done once, with secrets drawn for this batch."""
+    from functools import partial
 
-    fn = verifier or verify
+    from musacoder.judge.pipeline import verify
+    from musacoder.judge.task_cache import TaskCache
+
+    fn = verifier or partial(verify, cache=TaskCache())
     cfg = config or VerifyConfig()
+    jobs = by_task(jobs)
 
     def one(job: VerifyJob) -> Verdict:
         try:
@@ -47,6 +53,14 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
 
     with prestarted_workers(max(1, workers)):
         yield from bounded(one, jobs, workers)
+
+
+def by_task(jobs: Iterable[VerifyJob]) -> list[VerifyJob]:
+    """The jobs with those of one task together, tasks in the order they first appear (a stable grouping)."""
+    groups: dict[tuple, list[VerifyJob]] = {}
+    for job in jobs:
+        groups.setdefault((job.task.key, job.task.source, tuple(sorted(job.overrides.items()))), []).append(job)
+    return [job for group in groups.values() for job in group]
 
 
 def bounded(fn: Callable, jobs: Iterable, workers: int) -> Iterator[tuple]:
@@ -132,12 +146,16 @@ def verify_batch(manifest: Path, out: Path, workers: int = 1, config: VerifyConf
                 text = f"\x00musacoder-error:{e}"
             yield VerifyJob(r.id, task, text, r.backend, {})
 
+    from musacoder.judge.task_cache import TaskCache
+
+    cache = TaskCache()  # this batch's: its secrets are drawn for this run of the manifest
+
     def guarded(task, candidate, **kw):
         if candidate.startswith("\x00musacoder-error:"):
             raise ValueError(candidate.split(":", 1)[1])
         from musacoder.judge.pipeline import verify
 
-        return verify(task, candidate, **kw)
+        return verify(task, candidate, cache=cache, **kw)
 
     n = 0
     with open(out, "a") as f:

@@ -43,6 +43,7 @@ from musacoder.judge.stages.extract import extract_and_check
 from musacoder.judge.stages.reward import finish
 from musacoder.judge.stages.runtime import check_import, check_trials
 from musacoder.judge.stages.timing import clean_reference, time_candidate
+from musacoder.judge.task_cache import TaskCache, shared_cache
 from musacoder.records import Task, Verdict
 from musacoder.tasks import load_module, load_task
 
@@ -54,6 +55,7 @@ def run(ctx: RunContext) -> Verdict:
         ctx.static = extract_and_check(ctx)
     except Stop as stop:
         return finish(ctx, stop.status)
+    ctx.share_with_task()
     ctx.module = load_module(ctx.task)  # the trusted reference
     snapshot, start_failures = v.model_copy(deep=True), 0
     while True:
@@ -186,17 +188,19 @@ def exact_fp32():
 
 
 def verify(task: Task | str | Path, candidate: str | Path, backend: str | None = None, overrides: dict | None = None,
-           config: VerifyConfig | None = None) -> Verdict:
+           config: VerifyConfig | None = None, cache: TaskCache | None = None) -> Verdict:
     """Run MooreEval on one candidate (raw model response or plain code, or a Path to a file holding it).
 
-    `backend` defaults to what the candidate's code shows (`cpu` when it shows nothing). Always returns a Verdict;
-    raises only for unusable arguments (missing task file, unknown override, unknown backend).
+    `backend` defaults to what the candidate's code shows (`cpu` when it shows nothing). `cache`: the per-task cache
+    shared with the other candidates of the batch (`musacoder.judge.task_cache`); None uses the process's own, which
+    rotates on a timer (`VerifyConfig.share_reference` off: none). Always returns a Verdict; raises only for unusable
+    arguments (missing task file, unknown override, unknown backend).
     """
     cfg = config or VerifyConfig()
     t = task_with_overrides(task, overrides) if isinstance(task, Task) else load_task(task, overrides)
     text = candidate.read_text() if isinstance(candidate, Path) else candidate
     t0 = time.monotonic()
-    ctx = RunContext.new(t, text, backend, cfg)
+    ctx = RunContext.new(t, text, backend, cfg, cache if cache is not None else shared_cache())
     try:
         with exact_fp32():
             verdict = run(ctx)

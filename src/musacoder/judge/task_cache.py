@@ -23,12 +23,16 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
 # the default byte budget of a cache (host memory for reference outputs and yardsticks); MUSACODER_TASK_CACHE_GB
 DEFAULT_BUDGET_BYTES = 8 << 30
+# the process-wide cache (`shared_cache`, used by a `verify` given no cache of its own) rotates at least this often;
+# MUSACODER_TASK_CACHE_ROTATE_S
+DEFAULT_ROTATE_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -69,8 +73,10 @@ class _Pending:
 class TaskCache:
     """Secret per-task master seeds and computed-once reference entries (module docstring). Thread-safe."""
 
-    def __init__(self, budget_bytes: int | None = None):
+    def __init__(self, budget_bytes: int | None = None, rotate_s: float | None = None):
         self.budget_bytes = budget_from_env() if budget_bytes is None else max(0, int(budget_bytes))
+        self.rotate_s = rotate_s  # None: only `rotate()` rotates
+        self._rotated_at = time.monotonic()
         self._lock = threading.Lock()
         self._seeds: dict[TaskKey, int] = {}
         self._entries: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
@@ -82,6 +88,8 @@ class TaskCache:
 
     def master_seed(self, key: TaskKey) -> int:
         """The task's secret master seed in this generation (drawn once, from os.urandom)."""
+        if self.rotate_s is not None and time.monotonic() - self._rotated_at > self.rotate_s:
+            self.rotate()
         with self._lock:
             seed = self._seeds.get(key)
             if seed is None:
@@ -95,6 +103,7 @@ class TaskCache:
             self._entries.clear()
             self._bytes = 0
             self.generation += 1
+            self._rotated_at = time.monotonic()
 
     def get(self, key: TaskKey, name: Hashable, compute: Callable[[], Any],
             size: Callable[[Any], int] = lambda _v: 0) -> tuple[Any, bool]:
@@ -152,3 +161,22 @@ class TaskCache:
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
+
+
+_SHARED: TaskCache | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_cache() -> TaskCache:
+    """The process's own cache, for verifications given none (the service, an RL environment's episodes, the Ray pool's
+    actors): it rotates every `MUSACODER_TASK_CACHE_ROTATE_S` seconds (default `DEFAULT_ROTATE_S`)."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            raw = os.environ.get("MUSACODER_TASK_CACHE_ROTATE_S", "")
+            try:
+                rotate_s = float(raw) if raw.strip() else DEFAULT_ROTATE_S
+            except ValueError:
+                raise ValueError(f"MUSACODER_TASK_CACHE_ROTATE_S must be seconds, got {raw!r}") from None
+            _SHARED = TaskCache(rotate_s=rotate_s)
+        return _SHARED

@@ -21,6 +21,7 @@ from musacoder.config import VerifyConfig
 from musacoder.judge.messages import LoadReply
 from musacoder.judge.sandbox import Sandbox
 from musacoder.judge.slots import DEVICE_SLOTS, DeviceLease, Footprint, is_large
+from musacoder.judge.task_cache import TaskCache, TaskKey
 from musacoder.legality.static import StaticReport
 from musacoder.records import Task, TrialResult, Verdict
 
@@ -90,8 +91,12 @@ class RunContext:
     requested_backend: str | None  # None: what the code shows
     cfg: VerifyConfig
     verdict: Verdict
-    master_seed: int  # the secret every input, weight and audit choice derives from
-    rng: random.Random
+    master_seed: int  # the secret the weights and the correctness trials' inputs derive from
+    rng: random.Random  # the trial plan's order
+    timing_rng: random.Random  # the timed rounds' inputs and audit choices: the verification's own secret
+    cache: TaskCache | None = None  # the per-task cache this verification shares (`share_reference`)
+    cache_key: TaskKey | None = None
+    shared_asked: int = 0  # shared entries asked for so far
     # extract + static legality
     code: str = ""
     backend: str = "cpu"
@@ -116,11 +121,45 @@ class RunContext:
     timed_with: TimedInputs | None = None
 
     @classmethod
-    def new(cls, task: Task, text: str, backend: str | None, cfg: VerifyConfig) -> RunContext:
+    def new(cls, task: Task, text: str, backend: str | None, cfg: VerifyConfig,
+            cache: TaskCache | None = None) -> RunContext:
         master = cfg.seed if cfg.seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
+        own = cfg.seed if cfg.seed is not None else int.from_bytes(os.urandom(8), "little") >> 1
         return cls(task=task, text=text, requested_backend=backend, cfg=cfg,
                    verdict=Verdict(status="infra_error", task=task.key), master_seed=master,
-                   rng=random.Random(master ^ 0xA5A5))
+                   rng=random.Random(master ^ 0xA5A5), timing_rng=random.Random(own ^ 0x5A5A),
+                   cache=cache if cfg.share_reference and cfg.seed is None else None)
+
+    def share_with_task(self) -> None:
+        """Once the device pool is known: the master seed becomes the task's secret in the shared cache (the same for
+        every candidate of the task until the cache rotates), so its reference work is computed once."""
+        if self.cache is None:
+            return
+        from musacoder.tasks import apply_overrides
+
+        cfg = self.cfg
+        source = apply_overrides(self.task.source, self.task.overrides, self.task.path or self.task.name)
+        model = torch.cuda.get_device_name(0) if self.device_pool.startswith("cuda") and torch.cuda.is_available() \
+            else self.device_pool
+        runtime = f"torch {torch.__version__} cuda {torch.version.cuda}"
+        policy = tuple(sorted(cfg.model_dump(mode="json", exclude={"cache_dir", "keep_workdir", "timeout_s",
+                                                                   "build_timeout_s", "require_sandbox"}).items(),
+                              key=lambda kv: kv[0]))
+        self.cache_key = TaskKey.of(source, f"{self.backend}:{model}", runtime, tuple(map(str, policy)))
+        self.master_seed = self.cache.master_seed(self.cache_key)
+        self.rng = random.Random(self.master_seed ^ 0xA5A5)
+
+    def cached(self, name, compute, size=lambda _v: 0):
+        """`compute()`, or the task's shared value of it (`TaskCache.get`). The verdict is `reference_reused` when
+        the first entry it asked for was another candidate's (computed, or being computed, for an earlier candidate
+        of the task): one candidate per task and cache generation does the work, the others reuse it."""
+        if self.cache is None or self.cache_key is None:
+            return compute()
+        value, reused = self.cache.get(self.cache_key, name, compute, size)
+        if self.shared_asked == 0:
+            self.verdict.reference_reused = reused
+        self.shared_asked += 1
+        return value
 
     @property
     def large(self) -> bool:

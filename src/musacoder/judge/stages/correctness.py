@@ -9,6 +9,7 @@ The worker makes the same inputs from the same seed; it never sees a reference o
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 
 import torch
@@ -79,7 +80,7 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
     deadline = time.monotonic() + cfg.timeout_s
     for i, asked in enumerate(plan):
         seed = seed_for(ctx.master_seed, 1 + label, i)
-        perturb, ref_out, precision = reference_case(ctx, module, ref_model, seed, asked)
+        perturb, ref_out, precision = shared_reference_case(ctx, module, ref_model, seed, asked, label)
         if asked == "center" and label == 0:
             ctx.center_ok = perturb == "center"
         expect = output_spec(ref_out)
@@ -126,6 +127,44 @@ def precision_models(ctx: RunContext, ref_model):
         ctx.verdict.flags.append(
             f"precision rule not applied: the reference model could not be copied to float64 ({e})")
         return None
+
+
+def shared_reference_case(ctx: RunContext, module, ref_model, seed: int, perturb: str | None, label: int):
+    """`reference_case` for a main trial, from the task's shared cache where the verification has one: the outputs
+    and yardsticks kept on the host, moved to the comparison device for each candidate. Extra shapes are not
+    shared."""
+    if ctx.cache is None or label != 0:
+        return reference_case(ctx, module, ref_model, seed, perturb)
+
+    def compute():
+        kept, out, precision = reference_case(ctx, module, ref_model, seed, perturb)
+        return kept, to_cpu(out), _precision_to(precision, "cpu")
+
+    def size(value) -> int:
+        _, out, precision = value
+        return nbytes(out) + (sum(nbytes(y.ref64) for y in precision.leaves.values()) if precision else 0)
+
+    kept, out, precision = ctx.cached(("reference_case", ctx.device, seed, perturb), compute, size)
+    cmp = ctx.compare_device
+    return kept, _to(out, cmp), _precision_to(precision, cmp)
+
+
+def _to(obj, device: str):
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to(x, device) for x in obj)
+    return obj
+
+
+def _precision_to(precision: Precision | None, device: str) -> Precision | None:
+    """The yardsticks with their float64 references on `device` (the other fields are numbers)."""
+    if precision is None:
+        return None
+    out = Precision()
+    for path, y in precision.leaves.items():
+        out.leaves[path] = dataclasses.replace(y, ref64=y.ref64.to(device))
+    return out
 
 
 def reference_case(ctx: RunContext, module, ref_model, seed: int, perturb: str | None, fallback: bool = True):

@@ -87,18 +87,18 @@ def time_candidate(ctx: RunContext) -> None:
 def _time_once(ctx: RunContext) -> tuple[Timing, Timing]:
     """One `time` request with the device held exclusively, its rounds' evidence judged, then the re-check."""
     cfg = ctx.cfg
-    master_t = ctx.rng.getrandbits(62)
+    master_t = ctx.timing_rng.getrandbits(62)
     perturb = timing_perturb(cfg, ctx.center_ok)
     pool = list(range(cfg.warmup, cfg.warmup + cfg.repeats + cfg.rechecks))
-    audits = sorted(ctx.rng.sample(pool, min(cfg.rechecks, len(pool))))
+    audits = sorted(ctx.timing_rng.sample(pool, min(cfg.rechecks, len(pool))))
     input_sets = ctx.fp.input_sets if ctx.fp else cfg.input_sets
     ctx.timed_with = TimedInputs(master_t, input_sets, perturb)
     request = TimeRequest(
         master_seed=master_t, input_sets=input_sets, perturb=perturb, warmup=cfg.warmup, repeats=cfg.repeats,
         max_repeats=cfg.max_repeats, budget_s=cfg.time_budget_s, ratio_precision=cfg.ratio_precision, audit_rounds=audits,
-        check_keep=cfg.rechecks, check_key=ctx.rng.getrandbits(62),
+        check_keep=cfg.rechecks, check_key=ctx.timing_rng.getrandbits(62),
         late_audit_from=pool[-1] + 1 if pool else cfg.warmup, late_audit_p=LATE_AUDIT_P,
-        late_audit_max=cfg.rechecks, late_audit_key=ctx.rng.getrandbits(62), host_hold_bytes=HOST_HOLD_BYTES,
+        late_audit_max=cfg.rechecks, late_audit_key=ctx.timing_rng.getrandbits(62), host_hold_bytes=HOST_HOLD_BYTES,
         expect=ctx.expect, cap_repeats=cfg.cap_repeats)
     with ctx.stage("timing", "exclusive"):  # nothing else on the device while timing
         rep = rpc.ask(ctx, request, cfg.timeout_s + cfg.time_budget_s * 2, TimeReply, "timing")
@@ -183,21 +183,25 @@ def _recheck(ctx: RunContext, master_t: int, perturb: str | None, rep: TimeReply
 
 def clean_reference(ctx: RunContext) -> None:
     """After the candidate's worker is gone (killed and reaped, its memory back), within the verification's
-    device reservation: the eager reference timed again in a fresh reference-only worker, on the inputs of the
-    candidate's last `time` request, as many rounds. The lower of that and the candidate's worker's figure is
-    the speedup's reference, so a reference slowed by whatever the candidate left in its process (allocator,
-    threads, scheduling, patched functions) earns nothing, while the interleaved figure, which cancels drift, is
-    kept when it is the lower. A worker that cannot give the figure leaves the interleaved one, flagged."""
+    device reservation: the eager reference timed again in a fresh reference-only worker, `cap_repeats` rounds on
+    inputs drawn as the candidate's timed rounds were (the same distribution and sets; with a shared task cache, the
+    first candidate's inputs, the figure then reused by every candidate of the task). The lower of that and the
+    candidate's worker's figure is the speedup's reference, so a reference slowed by whatever the candidate left in
+    its process (allocator, threads, scheduling, patched functions) earns nothing, while the interleaved figure,
+    which cancels drift, is kept when it is the lower. A worker that cannot give the figure leaves the interleaved
+    one, flagged."""
     v, cfg, w, timed = ctx.verdict, ctx.cfg, ctx.weights, ctx.timed_with
     ref = v.reference_timing
     if not cfg.clean_reference or v.stages.get("timing") != "ok" or ref is None:
         return
+    repeats = max(cfg.repeats, cfg.cap_repeats)
     try:
-        ms = clean_reference_ms(
+        ms = ctx.cached(("clean_reference", ctx.device, timed.input_sets, timed.perturb, cfg.warmup, repeats),
+                        lambda: clean_reference_ms(
             ctx.task, ctx.device, cfg, state=w.state, init_inputs=w.init_inputs, seed=w.seed,
-            master_seed=timed.master_seed, input_sets=timed.input_sets, warmup=cfg.warmup, repeats=ref.repeats,
+            master_seed=timed.master_seed, input_sets=timed.input_sets, warmup=cfg.warmup, repeats=repeats,
             perturb=timed.perturb,
-            hold=lambda slot: ctx.stage("clean_reference" if slot == "exclusive" else "clean_reference_start", slot))
+            hold=lambda slot: ctx.stage("clean_reference" if slot == "exclusive" else "clean_reference_start", slot)))
     except (BaselineError, WorkerTimeout, WorkerDied, WorkerStartFailed) as e:
         v.flags.append(f"the reference was not re-timed in a clean worker ({str(e).splitlines()[0][:160]}); "
                        "the figure from the candidate's worker is used")

@@ -1,0 +1,41 @@
+"""The per-task cache in a batch: candidates of one task share the task's reference work, and a candidate's own
+timed rounds still get inputs of their own."""
+
+from pathlib import Path
+
+import pytest
+
+from musacoder.config import VerifyConfig
+from musacoder.judge.batch import VerifyJob, by_task, verify_many
+from musacoder.tasks import load_task
+
+pytest.importorskip("triton", reason="the Triton interpreter runs these candidates on the CPU: pip install -e '.[triton]'")
+
+ROOT = Path(__file__).resolve().parents[2]
+CFG = VerifyConfig(timeout_s=120.0, warmup=1, repeats=5, cap_repeats=10, max_repeats=20, time_budget_s=2.0)
+
+
+def _jobs(n: int, task: str = "relu.py") -> list[VerifyJob]:
+    t = load_task(ROOT / "examples" / "tasks" / task)
+    text = (ROOT / "examples" / "candidates" / "relu_triton.py").read_text()
+    return [VerifyJob(f"{task}#{i}", t, text, "triton") for i in range(n)]
+
+
+def test_four_identical_candidates_of_one_task_reuse_its_reference_work():
+    got = {job.id: v for job, v in verify_many(_jobs(4), workers=2, config=CFG)}
+    assert all(v.status == "ok" for v in got.values()), {k: (v.status, v.error) for k, v in got.items()}
+    assert sum(v.reference_reused for v in got.values()) == 3  # the first computes it, once
+    # each candidate's timed rounds had inputs of its own: the interleaved reference figures are not all one value
+    assert len({v.ref_runtime_ms_in_process for v in got.values()}) > 1
+
+
+def test_no_sharing_when_the_config_turns_it_off_or_fixes_the_seed():
+    for cfg in (CFG.model_copy(update={"share_reference": False}), CFG.model_copy(update={"seed": 5})):
+        got = [v for _, v in verify_many(_jobs(2), workers=1, config=cfg)]
+        assert [v.status for v in got] == ["ok", "ok"] and not any(v.reference_reused for v in got)
+
+
+def test_jobs_of_one_task_are_scheduled_together_in_first_seen_order():
+    a, b = _jobs(2, "relu.py"), _jobs(2, "linear_gelu.py")
+    order = [j.id for j in by_task([a[0], b[0], a[1], b[1]])]
+    assert order == ["relu.py#0", "relu.py#1", "linear_gelu.py#0", "linear_gelu.py#1"]
