@@ -74,6 +74,8 @@ def render_feedback(v: Verdict, round_index: int | None = None) -> str:
         parts.append(f"Correctness: {len(v.trials) - len(failed)}/{len(v.trials)} trials passed.")
         for t in failed[:5]:
             parts.append(f"- trial {t.trial}: {t.message}")
+    if v.systematic_defect and s == "incorrect":
+        parts.append(f"Systematic defect (no partial credit): {v.systematic_defect}.")
     if v.error and s in ("runtime_error", "crashed", "timeout", "infra_error", "extract_error"):
         parts.append(_tail(v.error, 25))
     if s in NEXT:

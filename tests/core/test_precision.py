@@ -118,9 +118,21 @@ torch::Tensor mean_of_part(torch::Tensor x, double fraction) {
     out.data_ptr<float>()[0] = (float)(s / m);
     return out;
 }
+
+torch::Tensor mean_with_a_data_dependent_bug(torch::Tensor x) {  // wrong only when the first value is in (0.5, 0.95)
+    auto X = x.contiguous();
+    const int64_t n = X.numel();
+    const float* p = X.data_ptr<float>();
+    double s = 0.0;
+    for (int64_t i = 0; i < n; ++i) s += p[i];
+    auto out = torch::empty({}, X.options());
+    out.data_ptr<float>()[0] = (float)(s / n) + ((p[0] > 0.5f && p[0] < 0.95f) ? 0.5f : 0.f);
+    return out;
+}
 """
 
-ext = load_inline(name="precision_probe", cpp_sources=cpp_source, functions=["gemm", "mean_of_part"],
+ext = load_inline(name="precision_probe", cpp_sources=cpp_source,
+                  functions=["gemm", "mean_of_part", "mean_with_a_data_dependent_bug"],
                   extra_cflags=["-O2"])
 '''
 
@@ -192,9 +204,11 @@ def test_reduced_precision_gemm_is_rejected_end_to_end(tmp_path, bits, accepted)
         assert v.status == "ok", (v.error, [t.message for t in v.trials])
         assert any(t.precision_bound for t in v.trials)  # the rule applied, and the honest kernel met it
     else:
-        assert v.status == "incorrect" and v.reward < 0
+        assert v.status == "incorrect" and v.reward == -1.0  # a systematic cut: no partial credit
         failed = [t for t in v.trials if not t.passed]
         assert failed and all("float64 reference" in t.message or "outside atol" in t.message for t in failed)
+        assert v.systematic_defect and v.systematic_defect in v.feedback, (v.systematic_defect, v.feedback)
+        assert 0 < v.pass_fraction < 1 or v.pass_fraction == 0
 
 
 @pytest.mark.slow
@@ -216,6 +230,31 @@ class ModelNew(nn.Module):
     v = verify(task, cand, backend="cpu", config=VerifyConfig(time_candidate=False, seed=3))
     assert v.status == "incorrect"
     assert len(v.trials) == 7 and sum(not t.passed for t in v.trials) >= 2  # at least the two structured trials
+    assert v.reward == -1.0 and v.systematic_defect and "Systematic defect" in v.feedback
+
+
+@pytest.mark.slow
+def test_a_data_dependent_bug_keeps_the_papers_partial_credit(tmp_path):
+    """Partial credit stays for failures that vary between trials of the same kind: this mean is wrong only when its
+    first input value falls in a window the task's own inputs reach and the structured ones never do."""
+    from musacoder import verify
+    from musacoder.config import VerifyConfig
+
+    task = tmp_path / "mean.py"
+    task.write_text(MEAN_TASK)
+    cand = EXT + '''
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return ext.mean_with_a_data_dependent_bug(x)
+'''
+    v = verify(task, cand, backend="cpu", config=VerifyConfig(time_candidate=False, seed=3))
+    assert v.status == "incorrect" and v.systematic_defect is None, (v.systematic_defect, [t.kind for t in v.trials])
+    assert 0 < v.pass_fraction < 1
+    assert v.reward == pytest.approx(-0.5 + 0.5 * v.pass_fraction) and v.reward > -1
 
 
 def test_where_results_cancel_an_element_may_be_off_by_the_arithmetics_own_error_scale():

@@ -75,3 +75,13 @@ def test_a_systematic_failure_earns_no_partial_credit():
     assert kernel_reward("incorrect", 6 / 7, True, None, systematic=True) == -1.0
     assert kernel_reward("incorrect", 6 / 7, True, None) == pytest.approx(-0.5 + 0.5 * 6 / 7)
     assert kernel_reward("ok", 1.0, True, 2.0, systematic=True) == pytest.approx(1.5)  # nothing failed: no effect
+
+
+def test_feedback_names_a_systematic_defect():
+    from musacoder.records import TrialResult, Verdict
+
+    v = Verdict(status="incorrect", legal=True, pass_fraction=6 / 7, systematic_defect="reduced precision: error 40x",
+                trials=[TrialResult(trial=0, passed=False, message="error", kind="center",
+                                    systematic="reduced precision: error 40x")])
+    text = render_feedback(v)
+    assert "Systematic defect (no partial credit): reduced precision: error 40x." in text

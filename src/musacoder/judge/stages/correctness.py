@@ -37,6 +37,7 @@ def run_trials(ctx: RunContext) -> Correctness:
     v.trials = got.trials
     passed = sum(t.passed for t in got.trials)
     v.pass_fraction = passed / len(got.trials)
+    v.systematic_defect = first_defect(got.trials)
     v.correct = passed == len(got.trials)
     v.stages["correctness"] = "ok" if v.correct else "failed"
     return got
@@ -94,7 +95,8 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
             v.flags += task_audit(ref_out)
         got.illegal += call_violations(ctx, reply.report, i)
         got.launches += reply.report.launches
-        got.trials.append(judge_trial(ctx, i, ref_out, outputs, reply.report, precision))
+        kind = "shape" if label else (perturb or "task")
+        got.trials.append(judge_trial(ctx, i, ref_out, outputs, reply.report, precision, kind))
         del outputs, ref_out, precision
         give_back_cached(ctx.device, ctx.large)
     return got
@@ -226,15 +228,48 @@ def _yardsticks(ctx: RunContext, module, seed: int, perturb: str | None, ref_out
 
 
 def judge_trial(ctx: RunContext, i: int, ref_out, cand_out, rep: CallReport,
-                precision: Precision | None = None) -> TrialResult:
-    """One trial's result: the worker's own findings on the output's type and the inputs first, then the comparison."""
+                precision: Precision | None = None, kind: str | None = None) -> TrialResult:
+    """One trial's result: the worker's own findings on the output's type and the inputs first, then the comparison;
+    a failure the trial was built to expose names its systematic defect (`systematic_defect`)."""
     if rep.output_type_error:
-        return TrialResult(trial=i, passed=False, message=rep.output_type_error)
+        return TrialResult(trial=i, passed=False, message=rep.output_type_error, kind=kind)
     if rep.input_mutation:
-        return TrialResult(trial=i, passed=False, message=rep.input_mutation)
+        return TrialResult(trial=i, passed=False, message=rep.input_mutation, kind=kind)
     c = compare_outputs(ref_out, cand_out, ctx.cfg.rel_l2_tol, device=ctx.compare_device, precision=precision)
-    return TrialResult(trial=i, passed=c.passed, max_abs_error=c.max_abs_error, rel_l2_error=c.rel_l2_error,
-                       precision_error=c.precision_error, precision_bound=c.precision_bound, message=c.message)
+    t = TrialResult(trial=i, passed=c.passed, max_abs_error=c.max_abs_error, rel_l2_error=c.rel_l2_error,
+                    precision_error=c.precision_error, precision_bound=c.precision_bound, message=c.message,
+                    kind=kind)
+    if not t.passed:
+        t.systematic = systematic_defect(t, precision)
+    return t
+
+
+def first_defect(trials: list[TrialResult]) -> str | None:
+    """The systematic defect to report: the precision witness's first (the most specific), else the first other."""
+    found = [t.systematic for t in trials if not t.passed and t.systematic]
+    return next((d for d in found if d.startswith("reduced precision")), found[0] if found else None)
+
+
+# what a failed trial of each decisive kind shows (the structured trials of `musacoder.judge.inputs`, an extra size)
+DECISIVE_KINDS = {
+    "center": "wrong on zero-mean inputs, where cancellation exposes skipped work and reduced-precision arithmetic",
+    "slice": "wrong when one slice of the input is offset: the output does not depend on all of the input "
+             "(skipped or partial work)",
+    "shape": "wrong at another size of the task: shapes or sizes hard-coded",
+}
+
+
+def systematic_defect(t: TrialResult, precision: Precision | None) -> str | None:
+    """The defect a failed trial exposes when it was built to expose one (docs/reward.md): the precision witness (an
+    error against the float64 reference beyond the precision rule's bound, in any trial), or a failure on a
+    structured or extra-size trial. None for a failure of an ordinary random trial (a race, a data-dependent bug),
+    which keeps the paper's partial credit."""
+    if t.precision_error is not None and t.precision_bound and t.precision_error > t.precision_bound:
+        torch_err = max((y.torch_error for y in precision.leaves.values()), default=0.0) if precision else 0.0
+        times = f", {t.precision_error / torch_err:.0f}x fp32 torch's ({torch_err:.2g})" if torch_err > 0 else ""
+        return (f"reduced precision: error against a float64 reference {t.precision_error:.3g}{times}, beyond the "
+                f"bound {t.precision_bound:.3g}; compute in the task's precision (no fp16/bf16/TF32 operands)")
+    return DECISIVE_KINDS.get(t.kind or "")
 
 
 def extra_shapes(ctx: RunContext) -> None:
@@ -268,6 +303,7 @@ def extra_shapes(ctx: RunContext) -> None:
             v.trials += got.trials
             v.correct = False
             v.pass_fraction = sum(t.passed for t in v.trials) / len(v.trials)
+            v.systematic_defect = first_defect(failed)
             v.stages["correctness"] = "failed"
             raise Stop("incorrect")
 

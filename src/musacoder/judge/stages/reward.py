@@ -21,7 +21,8 @@ def finish(ctx: RunContext, status: str) -> Verdict:
         v.correct = v.correct and status not in ("incorrect",)
     if status in ("illegal",):
         v.legal = False
-    v.reward = kernel_reward(status, v.pass_fraction, v.legal, v.speedup, cfg.reward_lambda, cfg.reward_nu_max)
+    v.reward = kernel_reward(status, v.pass_fraction, v.legal, v.speedup, cfg.reward_lambda, cfg.reward_nu_max,
+                             systematic=v.systematic_defect is not None)
     v.stages["reward"] = "ok" if v.reward is not None else "skipped"
     v.feedback = render_feedback(v)
     return v

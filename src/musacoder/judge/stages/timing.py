@@ -150,7 +150,7 @@ def _recheck(ctx: RunContext, master_t: int, perturb: str | None, rep: TimeReply
             v.error = "the candidate's worker returned the kept outputs in a malformed reply"
             raise Stop("crashed")
         _, ref_out, precision = reference_case(ctx, module, ref_model, seed_for(master_t, r), perturb, fallback=False)
-        t = judge_trial(ctx, r, ref_out, outputs.pop(r, None), audit.report, precision)
+        t = judge_trial(ctx, r, ref_out, outputs.pop(r, None), audit.report, precision, "timed")
         del ref_out, precision, outputs
         give_back_cached(ctx.device, ctx.large)
         if not t.passed:
