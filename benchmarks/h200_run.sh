@@ -34,7 +34,7 @@
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests throughput baseline"}  # also: doctor smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost service musa rft anchor
+STEPS=${STEPS:-"tests throughput baseline"}  # also: same8 rlload corpus snapshot doctor smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost service musa rft anchor
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
@@ -195,5 +195,33 @@ if has anchor; then  # KernelBench's eval_kernel_against_ref (one process per ca
     --limit ${ANC_LIMIT:-4} --only "${ANC_ONLY:-*}" --workers ${ANC_WORKERS:-14} --phases ${ANC_PHASES:-cold,warm} \
     --timeout ${ANC_TIMEOUT:-240} --json "$OUT/anchor.json" > "$OUT/anchor.log" 2>&1
   tail -10 "$OUT/anchor.log"
+fi
+if has same8; then  # issue 38 (d): one honest candidate verified 8 times in one batch, full task sizes; with the per-task
+  # cache (default) and without it (share_reference=false), the same warm build cache
+  for t in ${SAME8_TASKS:-level2/76_Gemm_Add_ReLU level1/19_ReLU}; do
+    tag=$(basename $t)
+    for share in true false; do
+      timeout ${T_SAME8:-200} python3 benchmarks/rl_load.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
+        --only "$t" --tasks 1 --copies 8 --identical --workers ${SAME8_WORKERS:-8} --verify share_reference=$share \
+        --json "/tmp/same8_${tag}_$share.json" > "/tmp/same8_${tag}_$share.log" 2>&1
+      echo "same8 $t share_reference=$share"; tail -1 "/tmp/same8_${tag}_$share.log"
+    done
+  done
+  tar czf "$OUT/same8.tgz" -C /tmp $(cd /tmp && ls same8_*) 2>/dev/null
+fi
+if has rlload; then  # issue 38 (b): 16 tasks x 8 candidates (golden + 7 variants), full sizes, tasks in order
+  timeout ${T_RL8:-400} python3 benchmarks/rl_load.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
+    --only "${RL_ONLY:-}" --tasks ${RL_TASKS:-16} --copies 8 --workers ${RL_WORKERS:-8} --json "$OUT/rl_load.json" \
+    > "$OUT/rl_load.log" 2>&1
+  tail -3 "$OUT/rl_load.log"; grep -v " ok " "$OUT/rl_load.log" | grep "^  level" | cut -c1-200 | head -8
+fi
+if has corpus; then  # issue 37: the style corpus through the whole pipeline, full sizes
+  timeout ${T_CORPUS:-400} python3 benchmarks/style_corpus.py --kernelbench-dir "$KB" --full-size \
+    --workers ${CORPUS_WORKERS:-8} --json "$OUT/style_corpus.json" > "$OUT/style_corpus.log" 2>&1
+  tail -25 "$OUT/style_corpus.log"
+fi
+if has snapshot; then  # issue 36: the verdict snapshot's cases, CUDA and Triton examples included
+  timeout ${T_SNAP:-300} python3 benchmarks/verdict_snapshot.py "$OUT/snapshot_gpu.json" --gpu > "$OUT/snapshot.log" 2>&1
+  tail -30 "$OUT/snapshot.log"
 fi
 if has data; then wait $DATA_PID; cat /tmp/data/summary.txt; fi

@@ -4,8 +4,8 @@
         --tasks 16 --copies 8 --workers 8 --json rl_load.json              # (b) RL-shaped load, full task sizes
     python benchmarks/rl_load.py --only level2/76_Gemm_Add_ReLU --copies 8 --identical --json same8.json
                                                                            # (d) one candidate 8 times: speedup spread
-    python benchmarks/rl_load.py --backend cpu --kernelbench-dir examples --candidates examples/candidates \
-        --only tasks/relu --copies 4 --identical --workers 2                # the CPU backend (2 cores)
+    python benchmarks/rl_load.py --backend cpu --task examples/tasks/relu.py \
+        --candidate examples/candidates/relu_cpu.py --copies 8 --identical --workers 2   # the CPU backend (2 cores)
 
 Each task's K candidates are its golden kernel and K−1 variants of it (a comment added: the same kernel, another
 response text), or K identical copies with --identical. Sizes are the task files' own unless --max-input-mb shrinks
@@ -58,6 +58,8 @@ def main() -> None:
                     default=Path(os.environ.get("KERNELBENCH_DIR", "../shared/kernelbench")))
     ap.add_argument("--candidates", type=Path, default=Path("benchmarks/candidates/cuda"))
     ap.add_argument("--only", default="", help="comma-separated globs over ids (level2/76_*)")
+    ap.add_argument("--task", type=Path, default=None, help="one task file (with --candidate) instead of the folders")
+    ap.add_argument("--candidate", type=Path, default=None)
     ap.add_argument("--tasks", type=int, default=16, help="at most this many tasks (0: all that match)")
     ap.add_argument("--copies", type=int, default=8, help="candidates per task")
     ap.add_argument("--identical", action="store_true", help="K identical copies instead of the golden + variants")
@@ -73,7 +75,12 @@ def main() -> None:
     from musacoder.judge.batch import VerifyJob, verify_many
     from musacoder.tasks import load_task
 
-    pairs = task_pairs(args.kernelbench_dir, args.candidates, [g for g in args.only.split(",") if g], args.tasks)
+    if args.task or args.candidate:
+        if not (args.task and args.candidate and args.task.is_file() and args.candidate.is_file()):
+            sys.exit("--task and --candidate go together, and both must be files")
+        pairs = [(args.task.stem, args.task, args.candidate)]
+    else:
+        pairs = task_pairs(args.kernelbench_dir, args.candidates, [g for g in args.only.split(",") if g], args.tasks)
     if not pairs:
         sys.exit(f"no candidate under {args.candidates} has a task under {args.kernelbench_dir} (--only {args.only!r})")
     extra = {}
