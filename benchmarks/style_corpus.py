@@ -9,6 +9,7 @@ the cpu and triton candidates run (Triton under its interpreter) and every task 
 `set`, else every integer size constant above SMALL_LIMIT set to SMALL_LIMIT. Level tasks are read from
 --kernelbench-dir (default $KERNELBENCH_DIR, else /work/shared/kernelbench), never copied.
 
+Candidates labelled `gpu_only` (what they show needs GPU hardware) are skipped without a GPU.
 A false reject is a legitimate candidate whose status is not `ok`; a false accept is an illegitimate one whose status
 is `ok`. `infra_error` verdicts are neither (the verifier failed) and are listed apart. Prints one line per candidate
 and a summary, and writes --json (labels, verdicts and the summary) after the run.
@@ -69,6 +70,8 @@ def main() -> int:
     globs = [g for g in args.only.split(",") if g]
     chosen = {n: lab for n, lab in sorted(labels.items()) if lab["backend"] in backends
               and (not globs or any(fnmatch.fnmatch(n, g) for g in globs))}
+    for n in [n for n in chosen if chosen[n].get("gpu_only") and not gpu]:
+        print(f"{n:40s} skipped without a GPU: {chosen.pop(n)['gpu_only']}")
     work = Path(tempfile.mkdtemp(prefix="style-corpus-"))
     manifest, out = work / "manifest.jsonl", work / "results.jsonl"
     with open(manifest, "w") as f:

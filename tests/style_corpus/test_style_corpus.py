@@ -31,6 +31,7 @@ def test_every_candidate_is_labelled_once():
         assert lab["static"] in ("pass", "reject"), name
         assert lab["reason"].strip() and "\n" not in lab["reason"], name
         assert lab["label"] == "illegitimate" or lab["static"] == "pass", f"{name}: a legitimate one must pass"
+        assert set(lab) <= {"task", "backend", "label", "reason", "static", "set", "gpu_only"}, name
 
 
 def test_tasks_exist():

@@ -9,11 +9,11 @@ def softmax_online_kernel(x_ptr, y_ptr, n_cols, stride_row, BLOCK: tl.constexpr)
     row = tl.program_id(0)
     x_row = x_ptr + row * stride_row
     y_row = y_ptr + row * stride_row
-    m = tl.full([BLOCK], float("-inf"), tl.float32)
+    m = tl.full([BLOCK], -1e30, tl.float32)  # finite: a masked lane never makes exp(-inf - -inf)
     s = tl.zeros([BLOCK], dtype=tl.float32)
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        v = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"))
+        v = tl.load(x_row + cols, mask=cols < n_cols, other=-1e30)
         m_new = tl.maximum(m, v)
         s = s * tl.exp(m - m_new) + tl.exp(v - m_new)
         m = m_new
