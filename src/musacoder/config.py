@@ -60,9 +60,14 @@ class VerifyConfig(BaseModel):
     rechecks: int = Field(2, ge=0, description="Secretly chosen timing rounds re-checked against the reference: this many "
                           "run under the profiler (ops and kernels checked too), and this many more are ordinary timed rounds whose output is kept.")
     clean_reference: bool = Field(
-        True, description="Also time the eager reference in a fresh reference-only worker (no candidate code) right "
-        "after the candidate's timing; the speedup uses the lower of that and the reference timed in the candidate's "
-        "process, so nothing a candidate leaves in its process can slow its baseline.")
+        True, description="Also time the eager reference in a fresh reference-only worker (no candidate code) after "
+        "the candidate's timing; the reference timed beside the candidate counts at most `clean_reference_tolerance` "
+        "times that figure, so nothing a candidate leaves in its process can slow its baseline by more.")
+    clean_reference_tolerance: float | None = Field(
+        None, ge=1.0, description="τ: how much slower than in a clean worker the reference timed beside the candidate "
+        "may count (the speedup is the paired in-worker figure, capped at τ·clean / candidate). None: 1.0 on a GPU "
+        "(the two figures agree there, so the lower counts) and 1.25 on the CPU backend, where the clean figure, taken "
+        "at another moment of a busy host, moves more than a paired one.")
     share_reference: bool = Field(
         True, description="Reuse a task's reference work (the correctness trials' reference outputs and yardsticks, the "
         "clean reference's timing) across the candidates of that task verified in one batch, service or process "
