@@ -2,37 +2,74 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-app = typer.Typer(help="musacoder: MooreEval kernel verifier, KernelBench runner and RL for kernel-writing LLMs.",
-                  no_args_is_help=True, add_completion=False)
+_app = typer.Typer(help="musacoder: MooreEval kernel verifier, KernelBench runner and RL for kernel-writing LLMs.",
+                   no_args_is_help=True, add_completion=False)
+
+# The sub-apps other stages own, and the top-level names each adds. A command line that names one of them imports only
+# its module: several import torch (`musacoder.rl` does, through its package), which a command that does not need
+# it should not wait for, and `verify` starts its worker's fork server before it imports torch itself.
+OPTIONAL_GROUPS = {
+    "musacoder.judge.cli": ("verify", "verify-batch"),
+    "musacoder.bench.cli": ("bench", "report"),
+    "musacoder.rl.cli": ("train",),
+    "musacoder.data.cli": ("data",),
+    "musacoder.service.cli": ("serve",),
+    "musacoder.port.cli": ("port",),
+}
+_OWN = ("tasks", "doctor")
+_registered: set[str] = set()
 
 
-def _register_optional() -> None:
-    """Sub-apps owned by other stages register themselves here (each module imports lightly)."""
+def _register_optional(modules=None) -> None:
+    """Let the sub-apps in `modules` (default: all of `OPTIONAL_GROUPS`) register themselves, once each, then put this
+    module's own commands last again (Typer keeps the last command registered under a name)."""
     import importlib
 
-    for mod in ("musacoder.judge.cli", "musacoder.bench.cli", "musacoder.rl.cli", "musacoder.data.cli",
-                "musacoder.service.cli", "musacoder.port.cli"):
+    for mod in OPTIONAL_GROUPS if modules is None else modules:
+        if mod in _registered:
+            continue
+        _registered.add(mod)
         try:
             module = importlib.import_module(mod)
         except ModuleNotFoundError as e:  # a stage not present in this checkout
             if e.name and e.name.startswith("musacoder"):
                 continue
             raise
-        module.register(app)
+        module.register(_app)
+    for items in (_app.registered_commands, _app.registered_groups):
+        items.sort(key=lambda c: c.name in _OWN)  # stable: only this module's own move to the end
 
 
-_register_optional()
+def modules_for(argv: list[str]) -> list[str] | None:
+    """The optional modules a command line needs: none for this module's own commands, the one that adds the command
+    named, and all (None) for anything else (`--help`, no command, an unknown name: the help lists every command)."""
+    name = next((a for a in argv if not a.startswith("-")), None)
+    if name in _OWN:
+        return []
+    for mod, names in OPTIONAL_GROUPS.items():
+        if name in names:
+            return [mod]
+    return None
 
 
-# `tasks list` and `doctor` are defined here, after the sub-apps registered theirs, so these are the ones the command
-# line runs: Typer keeps the last command registered under a name.
+def __getattr__(name: str):
+    """`musacoder.cli.app`: the whole app, every optional group registered (for tests and embedding)."""
+    if name == "app":
+        _register_optional()
+        return _app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# `tasks list` and `doctor`: `_register_optional` keeps them after the sub-apps' commands, so these are the ones the
+# command line runs.
 tasks_app = typer.Typer(help="List tasks (KernelBench layout or the shipped examples).", no_args_is_help=True)
-app.add_typer(tasks_app, name="tasks")
+_app.add_typer(tasks_app, name="tasks")
 
 
 @tasks_app.command("list")
@@ -74,7 +111,7 @@ def tasks_list(
     typer.echo(f"{len(tasks)} task(s)")
 
 
-@app.command("doctor")
+@_app.command("doctor")
 def doctor() -> None:
     """What this host allows the sandbox, which isolation layers candidate workers will run in, which tools read
     built machine code, and what every extension imports under the installed torch (built once, kept in the build
@@ -113,7 +150,8 @@ def _doctor_glue() -> str:
 
 
 def main() -> None:
-    app()
+    _register_optional(modules_for(sys.argv[1:]))
+    _app()
 
 
 if __name__ == "__main__":

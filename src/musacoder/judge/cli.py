@@ -59,13 +59,15 @@ def verify_cmd(
     """Verify one candidate against one task; exit 0 whenever a verdict was reached, 2 for unusable arguments
     (before any work), 3 when the verifier itself failed (docs/errors.md)."""
     from musacoder.config import VerifyConfig
-    from musacoder.judge.pipeline import verify
 
     task_obj, text, overrides, shapes = _verify_inputs(task, candidate, backend, baseline, sets, extra_shapes)
     _check_sandbox(require_sandbox)
     cfg = VerifyConfig(trials=trials, time_candidate=not no_timing, baseline=baseline,
                        allow_vendor_libs=allow_vendor_libs, timeout_s=timeout, require_sandbox=require_sandbox,
                        extra_shapes=shapes)
+    _start_worker_server(cfg, backend, text)
+    from musacoder.judge.pipeline import verify  # torch: imported while the worker's fork server starts
+
     try:
         v = verify(task_obj, text, backend=backend, config=cfg)
     except ValueError as e:  # TaskError is one: an argument found unusable inside verify
@@ -76,6 +78,25 @@ def verify_cmd(
         _print_verdict(v)
     if v.status == "infra_error":
         raise typer.Exit(EXIT_INFRA)
+
+
+def _start_worker_server(cfg, backend: str | None, text: str) -> None:
+    """Start the fork server the candidate's worker will come from before this process imports torch and runs the
+    static checks, so the two starts overlap (each is about a Python-and-torch start). Only for the CPU backend, whose
+    worker configuration is known here (`stages.rpc.open_worker`: no toolchain variables); a GPU backend's depends on
+    the device the verification is given, and its server starts when the sandbox asks for it, as before. A guess
+    that turns out wrong (the extracted code shows another backend, or no worker is needed) costs an unused server,
+    killed at exit; the verdict is the same."""
+    from musacoder.candidates import infer_backend
+    from musacoder.judge.sandbox import start_fork_server
+
+    guess = backend or infer_backend(text) or "cpu"
+    if guess != "cpu" or (cfg.device or "cpu") != "cpu":
+        return
+    try:
+        start_fork_server(cfg.cache_dir, {}, cfg.isolate_network)
+    except OSError:  # the sandbox starts it (and reports a failure) when it needs it
+        pass
 
 
 def _verify_inputs(task: Path, candidate: Path, backend, baseline: str, sets: list[str], extra_shapes: list[str]):

@@ -321,8 +321,12 @@ class ForkedProcess:
 class ForkServer:
     """One running fork server (see the module's docstring) and the reader of its reports."""
 
-    def __init__(self, env: dict[str, str], workdir: Path, prefix: list[str], start_timeout_s: float = 180.0):
+    def __init__(self, env: dict[str, str], workdir: Path, prefix: list[str], start_timeout_s: float = 180.0,
+                 wait: bool = True):
+        """Start the server; with `wait` (the default) also wait for it to say it is ready, else leave that to
+        `await_ready` (so its imports run while the caller does other work)."""
         self.workdir = workdir
+        self._deadline = time.monotonic() + start_timeout_s
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         log = open(workdir / "forkserver.log", "wb")
         try:
@@ -341,8 +345,23 @@ class ForkServer:
         self._live: set[int] = set()
         self._next_id = 0
         self.alive = False
-        ready, _, _ = select.select([ours], [], [], start_timeout_s)
-        hello = json.loads(ours.recv(_MAX_MSG) or b"{}") if ready else {}
+        self.pending = True  # started, its hello not read yet
+        if wait:
+            self.await_ready()
+
+    def await_ready(self) -> None:
+        """Wait (until the start deadline) for the server's hello; raises ForkServerError (the server closed) when it
+        did not start. Does nothing once the hello was read."""
+        if not self.pending:
+            if not self.alive:
+                raise ForkServerError("the fork server is not running")
+            return
+        self.pending = False
+        try:
+            ready, _, _ = select.select([self.sock], [], [], max(0.0, self._deadline - time.monotonic()))
+            hello = json.loads(self.sock.recv(_MAX_MSG) or b"{}") if ready else {}
+        except (OSError, ValueError) as e:
+            hello = {"error": str(e)}
         if not hello.get("ready"):
             self.close()
             raise ForkServerError(f"the fork server did not start: {hello.get('error') or 'no reply'}; "
@@ -424,7 +443,7 @@ class ForkServer:
                 self._cv.wait(timeout)
 
     def close(self) -> None:
-        self.alive = False
+        self.alive = self.pending = False
         kill_group(self.proc)
         try:
             self.sock.close()
@@ -459,17 +478,42 @@ class _Registry:
         """Workers whose configurations differ only in what they read after the fork share a server."""
         return tuple(sorted(server_env(extra_env).items())), isolate_network
 
+    def start_early(self, key: tuple, make) -> None:
+        """Start the server for `key` now without waiting for it (`make(wait=False)`), unless one is kept for it: the
+        first `get` for `key` then waits only for what is left of its start. A server that fails is reported there."""
+        if not self.enabled():
+            return
+        with self._lock:
+            if key in self._servers:
+                return
+            try:
+                self._servers[key] = make(wait=False)
+            except (ForkServerError, OSError) as e:
+                self.errors.append(str(e))
+                print(f"musacoder: {e}; workers of this configuration start without it", file=sys.stderr)
+                self._servers[key] = None
+
     def get(self, key: tuple, make) -> ForkServer | None:
+        """The server for `key`, started now (`make()`) if none is kept; None where this configuration's server failed
+        to start (its workers start the plain way)."""
         if not self.enabled():
             return None
         with self._lock:  # one start per key; other callers wait for it (it costs what one worker start costs)
             if key in self._servers:
                 server = self._servers.pop(key)
                 self._servers[key] = server  # most recently used last
+                if server is not None and server.pending:  # started early: its hello is read now
+                    try:
+                        server.await_ready()
+                    except ForkServerError as e:
+                        self.errors.append(str(e))
+                        print(f"musacoder: {e}; workers of this configuration start without it", file=sys.stderr)
+                        self._servers[key] = None
+                        return None
                 if server is None or server.alive:
                     return server
                 server.close()  # it died: start another
-            running = [k for k, s in self._servers.items() if s is not None and s.alive]
+            running = [k for k, s in self._servers.items() if s is not None and (s.alive or s.pending)]
             for k in running[: max(0, len(running) - self.max_servers + 1)]:
                 if not self._servers[k].busy():
                     self._servers.pop(k).close()

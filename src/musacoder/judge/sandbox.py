@@ -26,8 +26,11 @@ import time
 from pathlib import Path
 
 from musacoder.build import broker
-from musacoder.judge import forkserver, isolation, messages, protocol
+from musacoder.judge import forkserver, isolation, messages
 from musacoder.judge.forkserver import ForkServerError, file_tail, kill_group
+
+# `musacoder.judge.protocol` (which imports torch) is imported where a worker is talked to, so that starting a fork
+# server (`start_fork_server`) does not wait for torch: the command line starts it before it imports torch itself.
 
 ENV_KEEP_PREFIXES = ("CUDA", "NVIDIA", "TORCH", "TRITON", "LD_LIBRARY_PATH", "PATH", "CC", "CXX", "MAX_JOBS", "OMP_",
                      "MKL_", "OPENBLAS_", "PYTHONPATH", "LANG", "LC_", "MUSACODER_", "NCCL_NVLS_ENABLE", "HIP", "ROCM",
@@ -95,6 +98,8 @@ class _Started:
     def __init__(self, cache_dir: Path, extra_env: dict[str, str], isolate_network: bool, server=None):
         self.workdir = Path(tempfile.mkdtemp(prefix="cand-", dir=isolation.workers_base()))
         self.log_path = self.workdir / "worker.log"
+        from musacoder.judge import protocol
+
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
         for fd in (p2c_w, c2p_w):
@@ -238,6 +243,33 @@ def prestarted_workers(n: int, linger_s: float | None = None):
             PRESTART.release(PRESTART_LINGER_S if linger_s is None else linger_s)
 
 
+def _server_maker(cache_dir: Path, extra_env: dict[str, str], isolate_network: bool, start_timeout_s: float):
+    """What starts the fork server of this worker configuration (`make(wait=...)` for `forkserver.FORK_SERVERS`)."""
+
+    def make(wait: bool = True) -> forkserver.ForkServer:
+        workdir = Path(tempfile.mkdtemp(prefix="forkserver-", dir=isolation.workers_base()))
+        prefix = list(isolation_prefix()) if isolate_network else []
+        env = worker_environment(workdir, cache_dir, forkserver.server_env(extra_env))
+        return forkserver.ForkServer(env, workdir, prefix, start_timeout_s, wait=wait)
+
+    return make
+
+
+def start_fork_server(cache_dir: Path, env: dict[str, str] | None = None, isolate_network: bool = True,
+                      start_timeout_s: float = 180.0) -> None:
+    """Start, without waiting for it, the fork server that a `Sandbox(cache_dir, env=env, isolate_network=...)` will
+    fork its worker from, so that its imports (Python, torch, the harness) run while the caller does its own work
+    (`musacoder verify` imports torch and runs the static checks meanwhile). The server is the one the sandbox would
+    start itself, with the same environment and layers; nothing of a candidate's reaches it. Does nothing where fork
+    servers are off or one is kept for this configuration."""
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(env or {})
+    servers = forkserver.FORK_SERVERS
+    servers.start_early(servers.key(env, isolate_network),
+                        _server_maker(cache_dir, env, isolate_network, start_timeout_s))
+
+
 class Sandbox:
     """Context manager around one worker process. With `use_prestarted` (the default) the worker is forked by the
     configuration's fork server (`musacoder.judge.forkserver`) and, for GPU verifications in a batch, may have been
@@ -269,16 +301,11 @@ class Sandbox:
         server = None
         if self.use_prestarted:
             servers = forkserver.FORK_SERVERS
-
-            def make_server() -> forkserver.ForkServer:
-                workdir = Path(tempfile.mkdtemp(prefix="forkserver-", dir=isolation.workers_base()))
-                prefix = list(isolation_prefix()) if self.isolate_network else []
-                env = worker_environment(workdir, self.cache_dir, forkserver.server_env(self.extra_env))
-                return forkserver.ForkServer(env, workdir, prefix, self.start_timeout_s)
-
             # the cache folder, the GPU and the memory limit only matter to a worker's own environment (sent with each
             # fork), not to the imports
-            server = servers.get(servers.key(self.extra_env, self.isolate_network), make_server)
+            server = servers.get(servers.key(self.extra_env, self.isolate_network),
+                                 _server_maker(self.cache_dir, self.extra_env, self.isolate_network,
+                                               self.start_timeout_s))
 
         def start() -> _Started:
             return _Started(self.cache_dir, self.extra_env, self.isolate_network, server)
@@ -324,6 +351,8 @@ class Sandbox:
     def request(self, msg: messages.Request | dict, timeout_s: float) -> dict:
         """Send one request (a `musacoder.judge.messages` record, or its wire dict) and wait for its reply, at most
         `timeout_s` seconds (the builds it asks for included)."""
+        from musacoder.judge import protocol
+
         assert self.proc is not None
         msg = msg.to_wire() if isinstance(msg, messages.Request) else dict(msg)
         deadline = time.monotonic() + timeout_s
@@ -379,6 +408,8 @@ class Sandbox:
     def _reply(self, timeout_s: float, op, key: int | None = None) -> dict:
         """The worker's next message; with `key`, it must carry the key its request was sent with
         (`protocol.REPLY_KEY`)."""
+        from musacoder.judge import protocol
+
         assert self.proc is not None
         deadline = time.monotonic() + timeout_s
         while True:

@@ -1,8 +1,15 @@
 """Stage 3, in the trusted process: the binary rule (`musacoder.legality.binary`: imports and linked libraries) and
-the machine-code rule (`musacoder.legality.machine_code`: clock reads) on every library the candidate loaded."""
+the machine-code rule (`musacoder.legality.machine_code`: clock reads) on every library the candidate loaded.
+
+Both judgements of a library are kept under the build cache, keyed by its bytes and by everything the rules depend
+on (`musacoder.legality.binary.judgement_key`), so a library judged once is not read again by the next process
+(`musacoder verify` is one process per call). A kept judgement is used only where this verification's worker could
+not have written it (`_workers_cannot_write`) and nobody but this user can have (`recall_judgement`)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,9 +22,7 @@ def check_binaries(ctx: RunContext, builds: list[dict], sb) -> None:
     build, from the worker's folder `sb.workdir`). A library a tool could not read is flagged, not held against the
     candidate. `Stop("illegal")` with the violations found."""
     from musacoder.build.cache import built_libraries, is_build_key
-    from musacoder.legality.binary import library_violations
     from musacoder.legality.glue import glue_baseline
-    from musacoder.legality.machine_code import ToolMissing, library_clock_reads
 
     v, cfg = ctx.verdict, ctx.cfg
     ok = [b for b in builds if isinstance(b, dict) and b.get("ok") is not False]
@@ -43,16 +48,18 @@ def check_binaries(ctx: RunContext, builds: list[dict], sb) -> None:
         baselines.append(glue_baseline(Path(cfg.cache_dir)))
         return baselines[-1]
 
+    remember = _workers_cannot_write(sb)
     for lib in libs:
         try:
-            bad += library_violations(lib, cfg.allow_vendor_libs, glue=glue)
+            violations, clock = _judge(lib, cfg, glue, baselines, remember)
         except OSError:  # unreadable here (gone with a cleared cache, say): the verifier's, so not held against it
             missing.append(lib.name)
             continue
-        try:
-            bad += library_clock_reads(lib)
-        except (ToolMissing, OSError, subprocess.SubprocessError) as e:
-            uninspected.append(f"{lib.name} ({str(e)[:160]})")
+        bad += violations
+        if isinstance(clock, list):
+            bad += clock
+        else:
+            uninspected.append(f"{lib.name} ({clock[:160]})")
     if uninspected:
         v.flags.append(f"machine code not read for clock reads: {'; '.join(uninspected)}")
     if errors := sorted({b.error for b in baselines if b.error}):
@@ -64,3 +71,56 @@ def check_binaries(ctx: RunContext, builds: list[dict], sb) -> None:
         v.violations = list(dict.fromkeys(bad))
         raise Stop("illegal")
     v.stages["binary_legality"] = "ok"
+
+
+def _judge(lib: Path, cfg, glue, baselines: list, remember: bool) -> tuple[list[str], list[str] | str]:
+    """(binary-rule violations, clock-read violations or why the machine code was not read) of the library `lib`,
+    kept ones where `remember` allows. The binary rule judges the very bytes the key is made of. Raises `OSError`
+    where the library cannot be read."""
+    from musacoder.legality import binary
+    from musacoder.legality.machine_code import ToolMissing, library_clock_reads
+
+    data = binary.read_library(lib) if remember else None
+    key = binary.judgement_key(data, lib.name, cfg.allow_vendor_libs, _tools(lib)) if remember else None
+    if key is not None and (kept := binary.recall_judgement(cfg.cache_dir, key)) is not None \
+            and isinstance(kept.get("clock_reads"), list) and all(isinstance(m, str) for m in kept["clock_reads"]):
+        return list(kept["violations"]), list(kept["clock_reads"])
+    errors_before = len([b for b in baselines if b.error])
+    violations = binary.library_violations(lib, cfg.allow_vendor_libs, glue=glue, **({"data": data} if data is not None else {}))
+    try:
+        clock: list[str] | str = library_clock_reads(lib)
+    except (ToolMissing, OSError, subprocess.SubprocessError) as e:
+        clock = str(e) or type(e).__name__
+    # kept only when complete: the machine code read, the glue baseline (where it was needed) there
+    if key is not None and isinstance(clock, list) and len([b for b in baselines if b.error]) == errors_before:
+        binary.keep_judgement(cfg.cache_dir, key, {"violations": violations, "clock_reads": clock})
+    return violations, clock
+
+
+def _tools(lib: Path) -> str:
+    """The identity of the tools the machine-code rule reads `lib` with (path, size, modification time): objdump, and
+    cuobjdump for a library with device code."""
+    from musacoder.legality.machine_code import find_cuobjdump, has_device_code
+
+    tools = [shutil.which("objdump")]
+    if has_device_code(lib):
+        tools.append(find_cuobjdump())
+    out = []
+    for t in tools:
+        try:
+            st = os.stat(os.path.realpath(t)) if t else None
+            out.append(f"{os.path.realpath(t)}:{st.st_size}:{st.st_mtime_ns}" if st else "none")
+        except OSError:
+            out.append(f"{t}:unreadable")
+    return ";".join(out)
+
+
+def _workers_cannot_write(sb) -> bool:
+    """Whether this verification's workers could not write under the build cache, so a kept judgement there is the
+    trusted side's: they run as uids of their own (`uid`: the judgements' folder is this user's, 0700), or the file
+    system is read-only to them but for their own folder (`mount-ro` under the build broker, where the cache is not
+    among their writable folders). Elsewhere judgements are neither read nor kept."""
+    from musacoder.build import broker
+
+    layers = set(getattr(sb, "layers", ()) or ())
+    return "uid" in layers or ("mount-ro" in layers and broker.enabled())

@@ -103,10 +103,14 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
 
 
 def _input_bytes(ctx: RunContext, module, seed: int, ref_out) -> int:
+    """Bytes of the task's inputs for `seed`: the footprint's figure on a GPU; on the CPU the inputs themselves, made
+    again (the reference case of this trial made the same ones, so this adds a fraction of what the trials cost, and
+    no meta tensor, whose first use imports PyTorch's symbolic-shape machinery, slower than a small task's trials);
+    elsewhere on the meta device. Four times the output where they cannot be made."""
     if ctx.fp is not None:
         return ctx.fp.inputs
     try:
-        return nbytes(make_inputs(module, seed, device="meta"))
+        return nbytes(make_inputs(module, seed, device="cpu" if str(ctx.device) == "cpu" else "meta"))
     except Exception:  # noqa: BLE001 - an op meta does not implement
         return 4 * nbytes(ref_out)
 
