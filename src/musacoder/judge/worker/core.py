@@ -181,7 +181,8 @@ class Worker:
             acts.append(torch.profiler.ProfilerActivity.PrivateUse1)
         self.record.profiling = True
         try:
-            with torch.profiler.profile(activities=acts, experimental_config=all_threads(torch)) as prof:
+            with torch.profiler.profile(activities=acts, record_shapes=True,
+                                        experimental_config=all_threads(torch)) as prof:
                 with torch.profiler.record_function(FORWARD_RANGE):
                     out = guarded(self.call_candidate, args)
         finally:
