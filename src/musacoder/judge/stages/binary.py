@@ -86,7 +86,8 @@ def _judge(lib: Path, cfg, glue, baselines: list, remember: bool) -> tuple[list[
             and isinstance(kept.get("clock_reads"), list) and all(isinstance(m, str) for m in kept["clock_reads"]):
         return list(kept["violations"]), list(kept["clock_reads"])
     errors_before = len([b for b in baselines if b.error])
-    violations = binary.library_violations(lib, cfg.allow_vendor_libs, glue=glue, **({"data": data} if data is not None else {}))
+    given = {"data": data} if data is not None else {}  # the bytes the key was made of
+    violations = binary.library_violations(lib, cfg.allow_vendor_libs, glue=glue, **given)
     try:
         clock: list[str] | str = library_clock_reads(lib)
     except (ToolMissing, OSError, subprocess.SubprocessError) as e:
