@@ -86,15 +86,17 @@ def _start_worker_server(cfg, backend: str | None, text: str) -> None:
     worker configuration is known here (`stages.rpc.open_worker`: no toolchain variables); a GPU backend's depends on
     the device the verification is given, and its server starts when the sandbox asks for it, as before. A guess
     that turns out wrong (the extracted code shows another backend, or no worker is needed) costs an unused server,
-    killed at exit; the verdict is the same."""
+    killed at exit; the verdict is the same. The server is kept for the next call (`forkserver.keep_wanted`:
+    `MUSACODER_FORK_SERVER_KEEP=0` turns that off), which then finds it ready."""
     from musacoder.candidates import infer_backend
+    from musacoder.judge.forkserver import keep_wanted
     from musacoder.judge.sandbox import start_fork_server
 
     guess = backend or infer_backend(text) or "cpu"
     if guess != "cpu" or (cfg.device or "cpu") != "cpu":
         return
     try:
-        start_fork_server(cfg.cache_dir, {}, cfg.isolate_network)
+        start_fork_server(cfg.cache_dir, {}, cfg.isolate_network, keep=keep_wanted())
     except OSError:  # the sandbox starts it (and reports a failure) when it needs it
         pass
 

@@ -191,15 +191,134 @@ def _abandon(folders: dict[int, str]) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def serve(fd: int) -> None:
-    folders: dict[int, str] = {}  # each live worker's folder
+def serve(fd: int, listen: str | None = None, idle_s: float = 600.0) -> None:
+    """Serve the trusted process on `fd`; with `listen` (a kept server, see `KeptServer`), also accept other trusted
+    processes of this user on a Unix socket at that path, and exit once `idle_s` seconds pass with no client and no
+    worker."""
+    state = _State()
     try:
-        _serve(socket.socket(fileno=fd), folders)
-    except OSError:  # a reply the trusted process, gone, could not take
-        _abandon(folders)
+        _serve(socket.socket(fileno=fd), state, listen, idle_s)
+    except OSError:  # a reply the trusted process, gone, could not take (a server for one process only)
+        _abandon(state.folders)
+    finally:
+        state.cleanup()
 
 
-def _serve(sock: socket.socket, folders: dict[int, str]) -> None:
+class _State:
+    """The server's bookkeeping: each live worker's folder and client, the clients, the kept server's files."""
+
+    def __init__(self):
+        self.folders: dict[int, str] = {}  # each live worker's folder
+        self.owner: dict[int, socket.socket] = {}  # each live worker's client
+        self.clients: set[socket.socket] = set()
+        self.orphans: set[int] = set()  # workers whose client went: killed, their folders removed once reaped
+        self.files: list[tuple[str, int]] = []  # (path, inode) of the kept server's socket and pid file
+        self.lock_fd: int | None = None
+
+    def cleanup(self) -> None:
+        """A kept server removes its socket and pid file (if they are still its own) and its folder when it exits."""
+        if self.lock_fd is None:
+            return
+        for pid in self.owner:  # stopped (SIGTERM) while workers ran: nobody will read their verdicts
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for path, ino in self.files:
+            try:
+                if os.lstat(path).st_ino == ino:
+                    os.unlink(path)
+            except OSError:
+                pass
+        _remove_own_folder(os.getcwd(), "forkserver-")
+
+
+def _remove_own_folder(folder: str, prefix) -> None:
+    name, parent = os.path.basename(folder), os.path.basename(os.path.dirname(folder))
+    if name.startswith(prefix) and parent.startswith("musacoder-"):  # only folders made for us
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _listen(path: str, state: _State) -> socket.socket | None:
+    """Become the kept server at `path`: hold its lock (`path`.lock, released by the kernel when this process dies,
+    however it dies), write the pid file the clients check, bind and listen. None where another live server holds
+    the lock (this one then serves its starter only, as a server for one process does)."""
+    import fcntl
+
+    folder = os.path.dirname(path)
+    st = os.lstat(folder)
+    if not stat_private_dir(st):
+        raise OSError(f"{folder} is not a folder of this user's only")
+    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    state.lock_fd = fd
+    tmp = f"{path}.pid.{os.getpid()}"
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(tmp, path + ".pid")
+    state.files.append((path + ".pid", os.lstat(path + ".pid").st_ino))
+    try:
+        os.unlink(path)  # a server that died without removing it
+    except FileNotFoundError:
+        pass
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    lsock.set_inheritable(False)
+    old = os.umask(0o177)
+    try:
+        lsock.bind(path)
+    finally:
+        os.umask(old)
+    state.files.append((path, os.lstat(path).st_ino))
+    lsock.listen(16)
+    return lsock
+
+
+def stat_private_dir(st: os.stat_result) -> bool:
+    """Whether `st` (an lstat) is a real folder owned by this user that nobody else may enter."""
+    import stat as stat_mod
+
+    return stat_mod.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def peer_cred(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a connected Unix socket, as the kernel says."""
+    import struct
+
+    return struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+
+
+def _drop(state: _State, conn: socket.socket) -> None:
+    """A client is gone: nobody will read its workers' verdicts. Kill them (their process groups; the sweep takes
+    what they left) and remove their folders once they are reaped."""
+    state.clients.discard(conn)
+    try:
+        conn.close()
+    except OSError:
+        pass
+    for pid, owner in list(state.owner.items()):
+        if owner is conn:
+            state.orphans.add(pid)
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _tell(state: _State, conn: socket.socket, msg: dict, kept: bool) -> None:
+    """Send `msg` to `conn`; a kept server drops a client that cannot take it (a server for one process raises)."""
+    try:
+        _send(conn, msg)
+    except OSError:
+        if not kept:
+            raise
+        _drop(state, conn)
+
+
+def _serve(sock: socket.socket, state: _State, listen: str | None = None, idle_s: float = 600.0) -> None:
     try:
         from musacoder.judge.worker.setup import drop_writable_import_paths
 
@@ -211,12 +330,22 @@ def _serve(sock: socket.socket, folders: dict[int, str]) -> None:
     from musacoder.judge import isolation
 
     subreaper = isolation._prctl(PR_SET_CHILD_SUBREAPER, 1) == 0
-    _send(sock, {"ready": True, "pid": os.getpid()})
+    lsock = None
+    if listen:
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so its files go with it
+        try:
+            lsock = _listen(listen, state)
+        except OSError as e:
+            print(f"musacoder fork server: not kept, cannot listen at {listen}: {e}", file=sys.stderr)
+    hello = {"ready": True, "pid": os.getpid(), "workdir": os.getcwd(), "kept": lsock is not None}
+    _send(sock, hello)
+    kept = lsock is not None
+    state.clients.add(sock)
 
     pid_namespaces = True  # until making one fails
     in_made_ns = False  # whether children are now forked into a namespace the server made
-    workers: set[int] = set()
     last_sweep = 0.0
+    idle_since = time.monotonic()
     while True:
         while True:  # reap children and report their workers' exit (as Popen.returncode: -N for signal N)
             try:
@@ -225,49 +354,95 @@ def _serve(sock: socket.socket, folders: dict[int, str]) -> None:
                 break
             if pid == 0:
                 break
-            if pid in workers:
-                workers.discard(pid)
-                folders.pop(pid, None)
-                _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+            if pid in state.owner:
+                conn = state.owner.pop(pid)
+                folder = state.folders.pop(pid, None)
+                if pid in state.orphans:
+                    state.orphans.discard(pid)
+                    if folder:
+                        _remove_own_folder(folder, "cand-")
+                elif conn in state.clients:
+                    _tell(state, conn, {"exit": pid, "code": os.waitstatus_to_exitcode(status)}, kept)
                 last_sweep = 0.0  # what it left behind is adopted now
         if subreaper and time.monotonic() - last_sweep >= SWEEP_S:
-            _sweep(workers)
+            _sweep(set(state.owner))
             last_sweep = time.monotonic()
-        ready, _, _ = select.select([sock], [], [], 0.05)
-        if not ready:
-            continue
-        try:
-            data, fds, _, _ = socket.recv_fds(sock, _MAX_MSG, 3)
-        except OSError:
-            data, fds = b"", []
-        if not data:  # the trusted process is gone
-            return _abandon(folders)
-        req = json.loads(data)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        wants = "pid" in str((req.get("env") or {}).get("MUSACODER_SANDBOX", "")).split(",")  # the worker's layers
-        if pid_namespaces and (wants or in_made_ns):
+        if not kept and not state.clients:  # the trusted process is gone
+            return _abandon(state.folders)
+        if state.clients or state.owner:
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since >= idle_s:
+            return
+        ready, _, _ = select.select([*state.clients, *([lsock] if lsock else [])], [], [], 0.05)
+        for conn in ready:
+            if conn is lsock:
+                _accept(state, lsock, hello)
+                continue
             try:
-                isolation.new_pid_namespace_for_next_child(fresh=wants)
-                in_made_ns = wants
+                data, fds, _, _ = socket.recv_fds(conn, _MAX_MSG, 3)
+            except OSError:
+                data, fds = b"", []
+            if not data:  # this client is gone
+                for f in fds:
+                    os.close(f)
+                _drop(state, conn)
+                continue
+            try:
+                req = json.loads(data)
+                assert isinstance(req, dict) and len(fds) == 3 and isinstance(req.get("cwd"), str) \
+                    and isinstance(req.get("env"), dict) and "id" in req
+            except (ValueError, AssertionError):
+                for f in fds:
+                    os.close(f)
+                _drop(state, conn)
+                continue
+            sys.stdout.flush()
+            sys.stderr.flush()
+            wants = "pid" in str((req.get("env") or {}).get("MUSACODER_SANDBOX", "")).split(",")  # the worker's layers
+            if pid_namespaces and (wants or in_made_ns):
+                try:
+                    isolation.new_pid_namespace_for_next_child(fresh=wants)
+                    in_made_ns = wants
+                except OSError as e:
+                    print(f"musacoder fork server: no PID namespaces for workers: {e}", file=sys.stderr)
+                    pid_namespaces = False
+            try:
+                pid = os.fork()
             except OSError as e:
-                print(f"musacoder fork server: no PID namespaces for workers: {e}", file=sys.stderr)
-                pid_namespaces = False
-        try:
-            pid = os.fork()
-        except OSError as e:
+                for f in fds:
+                    os.close(f)
+                _tell(state, conn, {"started": req["id"], "error": str(e)}, kept)
+                continue
+            if pid == 0:
+                for c in state.clients:
+                    c.close()
+                if lsock is not None:
+                    lsock.close()
+                _child(req, fds)
+            state.owner[pid] = conn
+            state.folders[pid] = req["cwd"]
             for f in fds:
                 os.close(f)
-            _send(sock, {"started": req["id"], "error": str(e)})
-            continue
-        if pid == 0:
-            sock.close()
-            _child(req, fds)
-        workers.add(pid)
-        folders[pid] = req["cwd"]
-        for f in fds:
-            os.close(f)
-        _send(sock, {"started": req["id"], "pid": pid})
+            _tell(state, conn, {"started": req["id"], "pid": pid}, kept)
+
+
+def _accept(state: _State, lsock: socket.socket, hello: dict) -> None:
+    """A new client of the kept server: served only if the kernel says it runs as this server's user."""
+    try:
+        conn, _ = lsock.accept()
+    except OSError:
+        return
+    conn.set_inheritable(False)
+    try:
+        _, uid, _ = peer_cred(conn)
+        if uid != os.getuid():
+            raise PermissionError(f"a client of uid {uid}")
+        _send(conn, hello)
+    except OSError as e:
+        print(f"musacoder fork server: refused a client: {e}", file=sys.stderr)
+        conn.close()
+        return
+    state.clients.add(conn)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -319,25 +494,44 @@ class ForkedProcess:
 
 
 class ForkServer:
-    """One running fork server (see the module's docstring) and the reader of its reports."""
+    """One running fork server (see the module's docstring) and the reader of its reports: one this process started
+    (for itself, or to be kept with `listen`), or a kept one it connected to (`attach`)."""
 
     def __init__(self, env: dict[str, str], workdir: Path, prefix: list[str], start_timeout_s: float = 180.0,
-                 wait: bool = True):
+                 wait: bool = True, listen: Path | None = None, idle_s: float = 600.0):
         """Start the server; with `wait` (the default) also wait for it to say it is ready, else leave that to
-        `await_ready` (so its imports run while the caller does other work)."""
+        `await_ready` (so its imports run while the caller does other work). With `listen`, the server is kept after
+        this process (`KeptServer`): it also listens at that path and exits after `idle_s` seconds without work."""
         self.workdir = workdir
         self._deadline = time.monotonic() + start_timeout_s
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         log = open(workdir / "forkserver.log", "wb")
+        extra = [str(listen), str(idle_s)] if listen is not None else []
         try:
             self.proc = subprocess.Popen(
-                prefix + [sys.executable, "-m", "musacoder.judge.forkserver", str(theirs.fileno())],
+                prefix + [sys.executable, "-m", "musacoder.judge.forkserver", str(theirs.fileno()), *extra],
                 cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(theirs.fileno(),),
                 start_new_session=True)
         finally:
             log.close()
             theirs.close()
-        self.sock = ours
+        self._setup(ours, None)
+        if wait:
+            self.await_ready()
+
+    @classmethod
+    def attach(cls, sock: socket.socket, pid: int, start_timeout_s: float = 30.0) -> "ForkServer":
+        """A kept server this process did not start, on a connected socket whose peer the caller checked is `pid`."""
+        self = cls.__new__(cls)
+        self.workdir, self.proc = None, None
+        self._deadline = time.monotonic() + start_timeout_s
+        self._setup(sock, pid)
+        return self
+
+    def _setup(self, sock: socket.socket, pid: int) -> None:
+        self.sock = sock
+        self.pid = pid  # the server's (from its hello where this process started it)
+        self.kept = False  # whether it outlives this process (its hello says)
         self._cv = threading.Condition()
         self._send_lock = threading.Lock()
         self._started: dict[int, dict] = {}
@@ -346,8 +540,6 @@ class ForkServer:
         self._next_id = 0
         self.alive = False
         self.pending = True  # started, its hello not read yet
-        if wait:
-            self.await_ready()
 
     def await_ready(self) -> None:
         """Wait (until the start deadline) for the server's hello; raises ForkServerError (the server closed) when it
@@ -362,15 +554,21 @@ class ForkServer:
             hello = json.loads(self.sock.recv(_MAX_MSG) or b"{}") if ready else {}
         except (OSError, ValueError) as e:
             hello = {"error": str(e)}
-        if not hello.get("ready"):
-            self.close()
-            raise ForkServerError(f"the fork server did not start: {hello.get('error') or 'no reply'}; "
-                                  f"log: {self.log_tail()}")
+        if not isinstance(hello, dict) or not hello.get("ready") or self.pid not in (None, hello.get("pid")):
+            error = hello.get("error") if isinstance(hello, dict) else None
+            if isinstance(hello, dict) and hello.get("ready"):
+                error = f"it says it is pid {hello.get('pid')}, not {self.pid}"
+            self.close(kill=self.proc is not None)
+            raise ForkServerError(f"the fork server did not start: {error or 'no reply'}; log: {self.log_tail()}")
+        self.kept = bool(hello.get("kept"))
+        self.pid = hello.get("pid")
+        if self.workdir is None and isinstance(hello.get("workdir"), str):
+            self.workdir = Path(hello["workdir"])  # only to read its log
         self.alive = True
         threading.Thread(target=self._read, daemon=True, name="musacoder-forkserver").start()
 
     def log_tail(self, n: int = 1500) -> str:
-        return file_tail(self.workdir / "forkserver.log", n)
+        return file_tail(self.workdir / "forkserver.log", n) if self.workdir is not None else ""
 
     def _read(self) -> None:
         while True:
@@ -413,7 +611,7 @@ class ForkServer:
             if got is not None and "pid" in got:
                 self._live.add(got["pid"])
         if got is None and self.alive:  # no answer in time (stopped or stuck): replace it rather than wait again
-            self.close()
+            self.close(kill=True)
         if got is None or "pid" not in got:
             raise ForkServerError((got or {}).get("error") or "the fork server did not fork")
         return ForkedProcess(self, got["pid"])
@@ -442,14 +640,139 @@ class ForkServer:
             if pid not in self._exits and self.alive:
                 self._cv.wait(timeout)
 
-    def close(self) -> None:
+    def close(self, kill: bool | None = None) -> None:
+        """Stop using the server. A server for this process only is killed and its folder removed; a kept one
+        (`kill` False, the default for it) is only disconnected from, and kills what it forked for this process."""
         self.alive = self.pending = False
-        kill_group(self.proc)
         try:
             self.sock.close()
         except OSError:
             pass
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if kill is None:
+            kill = not self.kept
+        if not kill:
+            return
+        if self.proc is not None:
+            kill_group(self.proc)
+        elif isinstance(self.pid, int):
+            try:
+                os.killpg(self.pid, signal.SIGKILL)  # it leads a session of its own
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.workdir is not None and self.workdir.name.startswith("forkserver-") and \
+                self.workdir.parent.name.startswith("musacoder-"):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Kept servers: one that outlives the command line call that started it
+KEEP_ENV, IDLE_ENV = "MUSACODER_FORK_SERVER_KEEP", "MUSACODER_FORK_SERVER_IDLE_S"
+DEFAULT_IDLE_S = 600.0
+
+
+def keep_wanted() -> bool:
+    """Whether `musacoder verify` keeps its fork server for the next call: `MUSACODER_FORK_SERVER_KEEP` (0 or 1), by
+    default yes, except under a test runner (pytest sets `PYTEST_CURRENT_TEST`, which the commands a test starts
+    inherit), whose tests must not leave servers behind unless they ask for them."""
+    got = os.environ.get(KEEP_ENV, "").strip().lower()
+    if got:
+        return got not in ("0", "false", "no", "off")
+    return "PYTEST_CURRENT_TEST" not in os.environ
+
+
+def idle_seconds() -> float:
+    try:
+        return max(1.0, float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S)))
+    except ValueError:
+        return DEFAULT_IDLE_S
+
+
+def private_folder(base: Path) -> Path:
+    """`base`/forkservers, made if missing; raises OSError unless it and `base` are real folders owned by this user
+    that nobody else may enter (a socket anyone else could replace would hand a worker's pipes to them)."""
+    folder = base / "forkservers"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    for f in (base, folder):
+        if not stat_private_dir(os.lstat(f)):
+            raise OSError(f"{f} is not a folder of this user's only")
+    return folder
+
+
+def _package_digest() -> str:
+    """A digest of the musacoder package's files (contents and names): an upgraded or edited package never reuses a
+    server that imported the old one."""
+    import hashlib
+
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            path = os.path.join(dirpath, name)
+            h.update(os.path.relpath(path, root).encode() + b"\0")
+            try:
+                with open(path, "rb") as f:
+                    h.update(f.read())
+            except OSError:
+                h.update(b"?")
+    return h.hexdigest()
+
+
+def _torch_stamp() -> list:
+    """Where torch is installed and when its files last changed (found without importing it)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.origin:
+        return []
+    folder = Path(spec.origin).parent
+    out = [str(folder)]
+    for name in ("__init__.py", "version.py"):
+        try:
+            st = os.stat(folder / name)
+            out += [name, st.st_size, st.st_mtime_ns]
+        except OSError:
+            pass
+    return out
+
+
+def kept_name(server_environment: dict[str, str], prefix: list[str], isolate_network: bool) -> str:
+    """The name of the kept server for a worker configuration: a digest of everything that decides how its workers
+    are made (its environment, its namespaces, this Python, the musacoder package's files, torch's install)."""
+    import hashlib
+
+    exe = os.path.realpath(sys.executable)
+    key = {"env": sorted(server_environment.items()), "prefix": list(prefix), "isolate_network": isolate_network,
+           "python": [exe, sys.version], "package": _package_digest(), "torch": _torch_stamp()}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def attach_kept(path: Path, start_timeout_s: float = 30.0) -> ForkServer | None:
+    """Connect to the kept server at `path` if one runs there and is who it should be: the kernel must say the
+    listener runs as this user and is the process its pid file (in the same private folder) names, a musacoder fork
+    server. None otherwise (the caller starts one)."""
+    try:
+        expected = int(Path(f"{path}.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.settimeout(2.0)
+        sock.connect(str(path))
+        sock.settimeout(None)
+        pid, uid, _ = peer_cred(sock)
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if uid != os.getuid() or pid != expected or b"musacoder.judge.forkserver" not in cmdline:
+            raise PermissionError(f"the listener at {path} is pid {pid} of uid {uid}, not the kept server")
+    except OSError:
+        sock.close()
+        return None
+    return ForkServer.attach(sock, pid, start_timeout_s)
 
 
 def server_env(extra_env: dict[str, str]) -> dict[str, str]:
@@ -538,4 +861,4 @@ FORK_SERVERS = _Registry()
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), *([sys.argv[2], float(sys.argv[3])] if len(sys.argv) > 3 else []))

@@ -255,19 +255,52 @@ def _server_maker(cache_dir: Path, extra_env: dict[str, str], isolate_network: b
     return make
 
 
+KEY_WORKDIR = Path("/musacoder-forkserver-workdir")  # stands for a kept server's own folder in its key
+
+
+def _kept_server_maker(cache_dir: Path, extra_env: dict[str, str], isolate_network: bool, start_timeout_s: float):
+    """Like `_server_maker`, but the server is kept after this process (`forkserver.attach_kept`): connect to the one
+    kept for this worker configuration, or start it. Where no private folder can hold its socket, a server for this
+    process only."""
+    plain = _server_maker(cache_dir, extra_env, isolate_network, start_timeout_s)
+
+    def make(wait: bool = True) -> forkserver.ForkServer:
+        prefix = list(isolation_prefix()) if isolate_network else []
+        try:
+            folder = forkserver.private_folder(isolation.workers_base())
+        except OSError as e:
+            print(f"musacoder: the fork server is not kept ({e})", file=sys.stderr)
+            return plain(wait)
+        key_env = worker_environment(KEY_WORKDIR, cache_dir, forkserver.server_env(extra_env))
+        path = folder / f"{forkserver.kept_name(key_env, prefix, isolate_network)}.sock"
+        server = forkserver.attach_kept(path, start_timeout_s)
+        if server is None:
+            workdir = Path(tempfile.mkdtemp(prefix="forkserver-", dir=isolation.workers_base()))
+            env = worker_environment(workdir, cache_dir, forkserver.server_env(extra_env))
+            server = forkserver.ForkServer(env, workdir, prefix, start_timeout_s, wait=False, listen=path,
+                                           idle_s=forkserver.idle_seconds())
+        if wait:
+            server.await_ready()
+        return server
+
+    return make
+
+
 def start_fork_server(cache_dir: Path, env: dict[str, str] | None = None, isolate_network: bool = True,
-                      start_timeout_s: float = 180.0) -> None:
+                      start_timeout_s: float = 180.0, keep: bool = False) -> None:
     """Start, without waiting for it, the fork server that a `Sandbox(cache_dir, env=env, isolate_network=...)` will
     fork its worker from, so that its imports (Python, torch, the harness) run while the caller does its own work
     (`musacoder verify` imports torch and runs the static checks meanwhile). The server is the one the sandbox would
     start itself, with the same environment and layers; nothing of a candidate's reaches it. Does nothing where fork
-    servers are off or one is kept for this configuration."""
+    servers are off or one is kept for this configuration. With `keep` (`musacoder verify`), the server outlives this
+    process, and the next process that asks for the same configuration connects to it instead of starting one
+    (`_kept_server_maker`; docs/architecture.md)."""
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     env = dict(env or {})
     servers = forkserver.FORK_SERVERS
-    servers.start_early(servers.key(env, isolate_network),
-                        _server_maker(cache_dir, env, isolate_network, start_timeout_s))
+    maker = _kept_server_maker if keep else _server_maker
+    servers.start_early(servers.key(env, isolate_network), maker(cache_dir, env, isolate_network, start_timeout_s))
 
 
 class Sandbox:
