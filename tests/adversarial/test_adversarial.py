@@ -78,6 +78,16 @@ CASES = [
 CFG = VerifyConfig(timeout_s=25.0, repeats=5, max_repeats=10, time_budget_s=2.0, warmup=1)
 
 
+def _binary_rule_off(monkeypatch) -> None:
+    """Verdicts in this test as if the binary rule found nothing in any library (a judgement kept from an earlier
+    verification of the same library is not read either)."""
+    import musacoder.legality.binary as binary
+
+    monkeypatch.setattr(binary, "library_violations", lambda *a, **k: [])
+    monkeypatch.setattr(binary, "recall_judgement", lambda *a, **k: None)
+    monkeypatch.setattr(binary, "keep_judgement", lambda *a, **k: None)
+
+
 def _static_rules_off(monkeypatch) -> None:
     """Verdicts in this test as if the source rules found nothing (to show what the later layers do alone)."""
     import musacoder.legality.static as static_rules
@@ -112,10 +122,8 @@ def test_the_runtime_rule_alone_still_sees_aten_called_from_native_code(monkeypa
     """Defence in depth: with the binary rule switched off here, the profiler still catches an op the C++ wrapper
     calls on its own thread and one it calls on an OpenMP worker thread (recorded under the profiler's all-threads
     option). An ATen kernel called around the dispatcher is seen by the binary rule alone."""
-    import musacoder.legality.binary as binary
-
     _static_rules_off(monkeypatch)  # the namespace alias is a source-rule violation too
-    monkeypatch.setattr(binary, "library_violations", lambda *a, **k: [])
+    _binary_rule_off(monkeypatch)
     cfg = CFG.model_copy(update={"time_candidate": False})
     wrapper = verify(RELU, (CANDS / "aten_in_cpp_wrapper.py").read_text(), backend="cpu", config=cfg)
     assert wrapper.status == "illegal" and "called from inside extension function relu_via_aten" in _text(wrapper)
@@ -130,10 +138,8 @@ def test_a_dispatcher_registration_is_seen_at_run_time_without_the_source_and_bi
     """Defence in depth: with the source and binary rules switched off here, the kernel `lazy_detach` registers for
     aten::detach at import (forward returned an empty tensor; the work ran when the harness read the output) is seen
     by the worker, which compares the dispatcher's kernels before and after candidate code."""
-    import musacoder.legality.binary as binary
-
     _static_rules_off(monkeypatch)
-    monkeypatch.setattr(binary, "library_violations", lambda *a, **k: [])
+    _binary_rule_off(monkeypatch)
     v = verify(RELU, (CANDS / "lazy_detach.py").read_text(), backend="cpu", config=CFG)
     assert v.status == "illegal" and "dispatcher for aten::detach" in _text(v), _text(v)
 
@@ -325,10 +331,8 @@ def test_an_allocator_or_a_patched_clock_is_seen_at_run_time_without_the_source_
     """Defence in depth: with the source and binary rules switched off here, the worker sees the CPU allocator
     replaced (its address compared before and after candidate code) and its own timing module changed (the
     verifier's functions compared by identity)."""
-    import musacoder.legality.binary as binary
-
     _static_rules_off(monkeypatch)
-    monkeypatch.setattr(binary, "library_violations", lambda *a, **k: [])
+    _binary_rule_off(monkeypatch)
     v = verify(RELU, (CANDS / "lazy_allocator.py").read_text(), backend="cpu", config=CFG)
     assert v.status == "illegal" and "CPU allocator was replaced" in _text(v), _text(v)
     v = verify(RELU, (CANDS / "interpreter_clock.py").read_text(), backend="cpu", config=CFG)
@@ -353,14 +357,12 @@ def test_a_thread_started_at_import_is_seen_by_the_binary_rule_and_at_run_time(m
     """Defence in depth for `background_thread_at_import`: with the source rules off, the binary rule sees the
     extension start a std::thread; with the binary rule off too, the worker sees a thread started while importing
     the candidate (no call's thread count would: it existed before the first one)."""
-    import musacoder.legality.binary as binary
-
     _static_rules_off(monkeypatch)
     cfg = CFG.model_copy(update={"time_candidate": False})
     code = (CANDS / "background_thread_at_import.py").read_text()
     v = verify(RELU, code, backend="cpu", config=cfg)
     assert v.status == "illegal" and "std::thread::_M_start_thread" in _text(v), _text(v)
-    monkeypatch.setattr(binary, "library_violations", lambda *a, **k: [])
+    _binary_rule_off(monkeypatch)
     v = verify(RELU, code, backend="cpu", config=cfg)
     assert v.status == "illegal" and "importing the candidate started 1 thread" in _text(v), _text(v)
 
