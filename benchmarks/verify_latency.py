@@ -8,9 +8,11 @@ task and its C++ candidate on the CPU), timed from the parent (process start to 
 cache (`--cache-dir`, default `MUSACODER_CACHE_DIR`), so the candidate's extension is already built; `--cold` adds one
 first run per variant with an empty cache of its own (the build and every kept judgement paid). `--variant
 LABEL=SRC` runs another checkout's package (its `src/` first on PYTHONPATH; the workers follow it): the variants are
-interleaved run by run, so a busy moment of the machine falls on all of them alike. The table gives each variant's
-min/median/max wall seconds and the median of each stage of the verdict (`stage_s`, `wall_s`: the verification
-inside the process); `--json` writes every run.
+interleaved run by run, so a busy moment of the machine falls on all of them alike. Before the timed runs, each
+variant makes one more warm call (the `first s` column): `verify` keeps its fork server for the next call
+(docs/architecture.md), so this first call starts it and the timed ones find it ready. The table gives each
+variant's min/median/max wall seconds and the median of each stage of the verdict (`stage_s`, `wall_s`: the
+verification inside the process); `--json` writes every run.
 """
 
 from __future__ import annotations
@@ -79,25 +81,30 @@ def main() -> None:
     if cache is None:
         cache = Path(tmp.name) / "warm"
         run_once(variants[0][1], cache, a.task, a.candidate, a.verify_args)  # builds the extension: not timed
-    results: dict[str, dict] = {label: {"src": str(src), "cold": None, "warm": []} for label, src in variants}
+    results: dict[str, dict] = {label: {"src": str(src), "cold": None, "first": None, "warm": []}
+                                for label, src in variants}
     if a.cold:
         for label, src in variants:
             results[label]["cold"] = run_once(src, Path(tmp.name) / f"cold-{label}", a.task, a.candidate,
                                               a.verify_args)
+    for label, src in variants:
+        results[label]["first"] = run_once(src, cache, a.task, a.candidate, a.verify_args)
     for _ in range(a.runs):
         for label, src in variants:
             results[label]["warm"].append(run_once(src, cache, a.task, a.candidate, a.verify_args))
     print(f"musacoder verify --task {a.task.relative_to(ROOT) if a.task.is_relative_to(ROOT) else a.task} "
           f"--candidate {a.candidate.relative_to(ROOT) if a.candidate.is_relative_to(ROOT) else a.candidate} --json; "
           f"{os.cpu_count()} CPUs; {a.runs} warm run(s) per variant\n")
-    print(f"{'variant':<10} {'cold s':>7} {'min s':>7} {'median s':>9} {'max s':>7} {'in verify':>10}  statuses")
+    print(f"{'variant':<10} {'cold s':>7} {'first s':>8} {'min s':>7} {'median s':>9} {'max s':>7} {'in verify':>10}"
+          "  statuses")
     for label, r in results.items():
         s = r["summary"] = summary(r["warm"]) if r["warm"] else None
         cold = f"{r['cold']['wall_s']:.2f}" if r["cold"] else "-"
+        first = f"{r['first']['wall_s']:.2f}" if r["first"] else "-"
         if s:
             inside = f"{s['verify_wall_median']:.2f}" if s["verify_wall_median"] is not None else "-"
-            print(f"{label:<10} {cold:>7} {s['min']:>7.2f} {s['median']:>9.2f} {s['max']:>7.2f} {inside:>10}  "
-                  f"{', '.join(s['statuses'])}")
+            print(f"{label:<10} {cold:>7} {first:>8} {s['min']:>7.2f} {s['median']:>9.2f} {s['max']:>7.2f} "
+                  f"{inside:>10}  {', '.join(s['statuses'])}")
     keys = list(dict.fromkeys(k for r in results.values() if r.get("summary") for k in r["summary"]["stage_median"]))
     if keys:
         print("\nmedian seconds per stage (the verdict's stage_s)")
@@ -105,7 +112,8 @@ def main() -> None:
         for k in keys:
             print(f"{k:<28}" + "".join(f"{r['summary']['stage_median'].get(k, float('nan')):>10.3f}"
                                        for r in results.values()))
-    failed = [r for res in results.values() for r in res["warm"] + ([res["cold"]] if res["cold"] else []) if r["rc"]]
+    failed = [r for res in results.values() for r in res["warm"] + [x for x in (res["cold"], res["first"]) if x]
+              if r["rc"]]
     for r in failed[:3]:
         print(f"\nexit {r['rc']}: {r['stderr']}", file=sys.stderr)
     if a.json:

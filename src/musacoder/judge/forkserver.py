@@ -502,7 +502,7 @@ class ForkServer:
         """Start the server; with `wait` (the default) also wait for it to say it is ready, else leave that to
         `await_ready` (so its imports run while the caller does other work). With `listen`, the server is kept after
         this process (`KeptServer`): it also listens at that path and exits after `idle_s` seconds without work."""
-        self.workdir = workdir
+        self.workdir, self.path = workdir, listen
         self._deadline = time.monotonic() + start_timeout_s
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         log = open(workdir / "forkserver.log", "wb")
@@ -520,10 +520,12 @@ class ForkServer:
             self.await_ready()
 
     @classmethod
-    def attach(cls, sock: socket.socket, pid: int, start_timeout_s: float = 30.0) -> "ForkServer":
-        """A kept server this process did not start, on a connected socket whose peer the caller checked is `pid`."""
+    def attach(cls, sock: socket.socket, pid: int, start_timeout_s: float = 30.0, path: Path | None = None) \
+            -> "ForkServer":
+        """A kept server this process did not start, on a connected socket (to `path`) whose peer the caller checked
+        is `pid`."""
         self = cls.__new__(cls)
-        self.workdir, self.proc = None, None
+        self.workdir, self.proc, self.path = None, None, path
         self._deadline = time.monotonic() + start_timeout_s
         self._setup(sock, pid)
         return self
@@ -644,6 +646,10 @@ class ForkServer:
         """Stop using the server. A server for this process only is killed and its folder removed; a kept one
         (`kill` False, the default for it) is only disconnected from, and kills what it forked for this process."""
         self.alive = self.pending = False
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # the reader thread's recv holds the socket open past close()
+        except OSError:
+            pass
         try:
             self.sock.close()
         except OSError:
@@ -772,7 +778,7 @@ def attach_kept(path: Path, start_timeout_s: float = 30.0) -> ForkServer | None:
     except OSError:
         sock.close()
         return None
-    return ForkServer.attach(sock, pid, start_timeout_s)
+    return ForkServer.attach(sock, pid, start_timeout_s, path)
 
 
 def server_env(extra_env: dict[str, str]) -> dict[str, str]:
