@@ -31,6 +31,16 @@ The trusted side (`ForkServer`) talks to the server over a Unix `SOCK_SEQPACKET`
 child's descriptors (`SCM_RIGHTS`), its folder and environment; the server answers with the child's pid and later
 reports its exit status (it reaps its children). `FORK_SERVERS` keeps one server per configuration for the life of the
 trusted process; `MUSACODER_FORK_SERVER=0` turns it off (every worker is then started with `python -m`).
+
+A kept server (`musacoder verify`'s, through `sandbox.start_fork_server(keep=True)`) also outlives the process that
+started it, so the next `musacoder verify` finds it ready. It listens on a Unix socket in a folder of this user's only
+(`<workers' base>/forkservers/`, mode 0700, which workers see empty), named by a digest of everything that decides
+how its workers are made (`kept_name`); it serves only clients the kernel says run as its user (`SO_PEERCRED`), and a
+client connects only to the process its pid file names, a fork server of its user (`attach_kept`). Each client's
+workers are reported to that client only; a client that goes has its workers killed and their folders removed, and
+the server serves on. It exits after `MUSACODER_FORK_SERVER_IDLE_S` seconds with no client and no worker (sooner once
+its package or torch changed on disk), removing its socket, pid file and folder; `MUSACODER_FORK_SERVER_KEEP=0` turns
+keeping off.
 """
 
 from __future__ import annotations
@@ -133,6 +143,7 @@ def _preload() -> None:
 
 
 PR_SET_CHILD_SUBREAPER = 36
+STALE_LOOK_S = 20.0  # how often an idle kept server checks that its package and torch are still those on disk
 SWEEP_S = 0.25  # how often the server looks for adopted processes
 
 
@@ -346,6 +357,10 @@ def _serve(sock: socket.socket, state: _State, listen: str | None = None, idle_s
     in_made_ns = False  # whether children are now forked into a namespace the server made
     last_sweep = 0.0
     idle_since = time.monotonic()
+    # a kept server whose package or torch changed on disk is never found again (its name holds both): it goes at
+    # its next idle moment rather than after its whole idle time
+    installed = (_package_digest(), _torch_stamp()) if kept else None
+    last_look = time.monotonic()
     while True:
         while True:  # reap children and report their workers' exit (as Popen.returncode: -N for signal N)
             try:
@@ -373,6 +388,10 @@ def _serve(sock: socket.socket, state: _State, listen: str | None = None, idle_s
             idle_since = time.monotonic()
         elif time.monotonic() - idle_since >= idle_s:
             return
+        elif kept and time.monotonic() - last_look >= STALE_LOOK_S:
+            last_look = time.monotonic()
+            if (_package_digest(), _torch_stamp()) != installed:
+                return
         ready, _, _ = select.select([*state.clients, *([lsock] if lsock else [])], [], [], 0.05)
         for conn in ready:
             if conn is lsock:
