@@ -42,7 +42,16 @@ class VerifyConfig(BaseModel):
         description="Extra size overrides (e.g. [{'batch_size': 3}]): a correct candidate is re-run at each in a fresh "
         "worker (2 trials); a candidate that hard-codes shapes fails as `incorrect`.",
     )
-    timeout_s: float = Field(180.0, gt=0, description="Wall-clock limit for running one candidate (after build).")
+    timeout_s: float = Field(180.0, gt=0, description="Wall-clock limit for any one request to the candidate's worker "
+                             "after the build (the call limits below are tighter).")
+    call_limit_factor: float = Field(
+        100.0, gt=1, description="A candidate call that takes this many times the reference's own forward (measured "
+        "here on the same inputs) has failed already: it ends as `timeout` once over max(call_floor_s, factor × the "
+        "reference), so a hang costs seconds and never holds the device for timeout_s.")
+    call_floor_s: float = Field(10.0, gt=0, description="The least time any candidate call after the first is given.")
+    first_call_s: float | None = Field(
+        None, gt=0, description="The least time the candidate's first call is given (it may compile: Triton's JIT and "
+        "autotuning, lazy module loading). None: 60 s for Triton, 20 s otherwise.")
     build_timeout_s: float = Field(900.0, gt=0, description="Wall-clock limit for building one candidate.")
     time_candidate: bool = Field(True, description="Run the timing stage for correct, legal candidates.")
     warmup: int = Field(3, ge=0, description="Untimed warm-up calls before timing.")

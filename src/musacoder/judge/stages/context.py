@@ -119,6 +119,19 @@ class RunContext:
     center_ok: bool | None = None  # the reference stayed finite on zero-mean inputs (a "center" trial)
     correctness: Correctness | None = None
     timed_with: TimedInputs | None = None
+    ref_forward_s: float = 0.0  # the slowest reference forward measured for this task (sets the call limits)
+    call_limit_s: float | None = None  # the limit of the last request sent (reported when it ran out)
+
+    def call_limit(self, first: bool = False, extra_s: float = 0.0) -> float:
+        """The time a candidate call may take (`VerifyConfig.call_limit_factor`): `factor` times the reference's own
+        forward, at least `call_floor_s` (`first_call_s` for the first call, which may compile), never more than
+        `timeout_s`; `extra_s` is added for requests that run many calls (timing)."""
+        cfg = self.cfg
+        floor = cfg.call_floor_s
+        if first:
+            floor = cfg.first_call_s or (60.0 if self.backend == "triton" else 20.0)
+        self.call_limit_s = min(cfg.timeout_s + extra_s, max(floor, cfg.call_limit_factor * self.ref_forward_s) + extra_s)
+        return self.call_limit_s
 
     @classmethod
     def new(cls, task: Task, text: str, backend: str | None, cfg: VerifyConfig,

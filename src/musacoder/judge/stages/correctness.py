@@ -78,7 +78,6 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
                                     release_memory=ctx.large), cfg.timeout_s, InitReply, "correctness", sb)
     got = Correctness(ref_model, [], notes=list(init.notes))
     weight_bytes = nbytes(list(state.values()))
-    deadline = time.monotonic() + cfg.timeout_s
     for i, asked in enumerate(plan):
         seed = seed_for(ctx.master_seed, 1 + label, i)
         perturb, ref_out, precision = shared_reference_case(ctx, module, ref_model, seed, asked, label)
@@ -86,7 +85,7 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
             ctx.center_ok = perturb == "center"
         expect = output_spec(ref_out)
         reply = rpc.ask(ctx, TrialRequest(seed=seed, perturb=perturb, profile=True, ipc=ctx.ipc, expect=expect),
-                        max(1.0, deadline - time.monotonic()), TrialReply, "correctness", sb)
+                        ctx.call_limit(first=i == 0), TrialReply, "correctness", sb)
         outputs = rpc.received(ctx, reply.outputs, sb)
         if i == 0 and label == 0:  # the task's own footprint sets the memory budget
             ctx.expect = expect  # the timing rounds' outputs are held to it too (`output_problem`)
@@ -144,13 +143,14 @@ def shared_reference_case(ctx: RunContext, module, ref_model, seed: int, perturb
 
     def compute():
         kept, out, precision = reference_case(ctx, module, ref_model, seed, perturb)
-        return kept, to_cpu(out), _precision_to(precision, "cpu")
+        return kept, to_cpu(out), _precision_to(precision, "cpu"), ctx.ref_forward_s
 
     def size(value) -> int:
-        _, out, precision = value
+        _, out, precision, _ = value
         return nbytes(out) + (sum(nbytes(y.ref64) for y in precision.leaves.values()) if precision else 0)
 
-    kept, out, precision = ctx.cached(("reference_case", ctx.device, seed, perturb), compute, size)
+    kept, out, precision, ref_s = ctx.cached(("reference_case", ctx.device, seed, perturb), compute, size)
+    ctx.ref_forward_s = max(ctx.ref_forward_s, ref_s)
     cmp = ctx.compare_device
     return kept, _to(out, cmp), _precision_to(precision, cmp)
 
@@ -180,14 +180,27 @@ def reference_case(ctx: RunContext, module, ref_model, seed: int, perturb: str |
     the output (the worker made its inputs already: a timed round's)."""
     device = ctx.device
     with torch.no_grad():
-        ref_out = ref_model(*make_inputs(module, seed, perturb=perturb, device=device))
+        xs = make_inputs(module, seed, perturb=perturb, device=device)
+        ref_out = _timed_forward(ctx, ref_model, xs)
         if fallback and perturb and not _all_finite(ref_out):
             perturb = None  # the task's domain forbids the perturbation
-            ref_out = ref_model(*make_inputs(module, seed, device=device))
+            ref_out = _timed_forward(ctx, ref_model, make_inputs(module, seed, device=device))
+        del xs
     precision = _yardsticks(ctx, module, seed, perturb, ref_out)
     # the yardsticks' temporaries, gigabytes at full size, go back before the worker runs
     give_back_cached(ctx.device, ctx.large)
     return perturb, ref_out if ctx.compare_device != "cpu" else to_cpu(ref_out), precision
+
+
+def _timed_forward(ctx: RunContext, ref_model, xs):
+    """The reference's output on `xs`, its wall time (synchronised on a GPU) kept as the slowest seen
+    (`RunContext.ref_forward_s`, which sets the candidate's call limits)."""
+    t0 = time.perf_counter()
+    out = ref_model(*xs)
+    if ctx.device.startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.synchronize(ctx.device)
+    ctx.ref_forward_s = max(ctx.ref_forward_s, time.perf_counter() - t0)
+    return out
 
 
 def _yardsticks(ctx: RunContext, module, seed: int, perturb: str | None, ref_out) -> Precision | None:

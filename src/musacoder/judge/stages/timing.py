@@ -104,7 +104,9 @@ def _time_once(ctx: RunContext) -> tuple[Timing, Timing]:
         late_audit_max=cfg.rechecks, late_audit_key=ctx.timing_rng.getrandbits(62), host_hold_bytes=HOST_HOLD_BYTES,
         expect=ctx.expect, cap_repeats=cfg.cap_repeats)
     with ctx.stage("timing", "exclusive"):  # nothing else on the device while timing
-        rep = rpc.ask(ctx, request, cfg.timeout_s + cfg.time_budget_s * 2, TimeReply, "timing")
+        # the loop ends at its budget at the latest, then one more audited round: a candidate call or two past it
+        limit = ctx.call_limit(extra_s=cfg.time_budget_s * 2 + cfg.call_limit_factor * ctx.ref_forward_s)
+        rep = rpc.ask(ctx, request, limit, TimeReply, "timing")
     _judge_rounds(ctx, rep)
     # Re-check the audited rounds (secretly chosen profiled ones plus the final one) and the checked timed rounds
     # against the reference; the outputs were kept in the worker and are fetched with the device shared again.
