@@ -82,10 +82,11 @@ def _binary_rule_off(monkeypatch) -> None:
     """Verdicts in this test as if the binary rule found nothing in any library (a judgement kept from an earlier
     verification of the same library is not read either)."""
     import musacoder.legality.binary as binary
+    import musacoder.legality.judgements as judgements
 
     monkeypatch.setattr(binary, "library_violations", lambda *a, **k: [])
-    monkeypatch.setattr(binary, "recall_judgement", lambda *a, **k: None)
-    monkeypatch.setattr(binary, "keep_judgement", lambda *a, **k: None)
+    monkeypatch.setattr(judgements, "recall_judgement", lambda *a, **k: None)
+    monkeypatch.setattr(judgements, "keep_judgement", lambda *a, **k: None)
 
 
 def _static_rules_off(monkeypatch) -> None:

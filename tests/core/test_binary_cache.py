@@ -1,4 +1,4 @@
-"""Judgements of the binary and machine-code rules kept by library content (`musacoder.legality.binary.judgement_key`,
+"""Judgements of the binary and machine-code rules kept by library content (`musacoder.legality.judgements.judgement_key`,
 `recall_judgement`, `keep_judgement`; `musacoder.judge.stages.binary._judge`): reused only for the same bytes, rules
 and options, and never when someone other than this user could have written them."""
 
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from musacoder.judge.stages import binary as stage
-from musacoder.legality import binary
+from musacoder.legality import binary, judgements
 
 CXX = shutil.which("g++") or shutil.which("c++")
 pytestmark = pytest.mark.skipif(CXX is None, reason="needs a C++ compiler to make an object file")
@@ -37,14 +37,14 @@ def _cfg(cache: Path, vendor: bool = False):
 
 
 def _key(lib: Path, vendor: bool = False) -> str:
-    return binary.judgement_key(lib.read_bytes(), lib.name, vendor, stage._tools(lib))
+    return judgements.judgement_key(lib.read_bytes(), lib.name, vendor, stage._tools(lib))
 
 
 def _plant_clean(cache: Path, lib: Path) -> Path:
     """A judgement saying `lib` is clean, kept under its key as the trusted side would keep it."""
     key = _key(lib)
-    binary.keep_judgement(cache, key, {"violations": [], "clock_reads": []})
-    path = cache / binary.JUDGEMENTS / f"{key}.json"
+    judgements.keep_judgement(cache, key, {"violations": [], "clock_reads": []})
+    path = cache / judgements.JUDGEMENTS / f"{key}.json"
     assert path.is_file()
     return path
 
@@ -53,9 +53,9 @@ def test_a_library_is_judged_once_then_recalled(tmp_path):
     lib, cache = _object(tmp_path, FORBIDDEN), tmp_path / "cache"
     first, _ = stage._judge(lib, _cfg(cache), glue=None, baselines=[], remember=True)
     assert any("at::native::cpublas::gemm" in m for m in first), first
-    kept = binary.recall_judgement(cache, _key(lib))
+    kept = judgements.recall_judgement(cache, _key(lib))
     assert kept is not None and kept["violations"] == first
-    folder = cache / binary.JUDGEMENTS
+    folder = cache / judgements.JUDGEMENTS
     assert folder.stat().st_mode & 0o777 == 0o700
     assert all(p.stat().st_mode & 0o077 == 0 for p in folder.iterdir())
     again, _ = stage._judge(lib, _cfg(cache), glue=None, baselines=[], remember=True)
@@ -75,7 +75,7 @@ def test_a_judgement_others_may_write_is_not_trusted(tmp_path, where):
     lib, cache = _object(tmp_path, FORBIDDEN), tmp_path / "cache"
     path = _plant_clean(cache, lib)
     os.chmod(path if where == "file" else path.parent, 0o666 if where == "file" else 0o777)
-    assert binary.recall_judgement(cache, _key(lib)) is None
+    assert judgements.recall_judgement(cache, _key(lib)) is None
     got, _ = stage._judge(lib, _cfg(cache), glue=None, baselines=[], remember=True)
     assert any("cpublas" in m for m in got), got
 
@@ -86,7 +86,7 @@ def test_a_judgement_of_another_uid_is_not_trusted(tmp_path, where):
     lib, cache = _object(tmp_path, FORBIDDEN), tmp_path / "cache"
     path = _plant_clean(cache, lib)
     os.chown(path if where == "file" else path.parent, 54321, 54321)
-    assert binary.recall_judgement(cache, _key(lib)) is None
+    assert judgements.recall_judgement(cache, _key(lib)) is None
     got, _ = stage._judge(lib, _cfg(cache), glue=None, baselines=[], remember=True)
     assert any("cpublas" in m for m in got), got
 
@@ -104,30 +104,30 @@ def test_a_changed_library_options_or_rules_miss(tmp_path, monkeypatch):
     lib = _object(tmp_path, FORBIDDEN)
     other = _object(tmp_path, FORBIDDEN.replace("1.0f", "2.0f"), "k2")
     data = lib.read_bytes()
-    key = binary.judgement_key(data, lib.name, False)
-    assert binary.judgement_key(other.read_bytes(), lib.name, False) != key  # other bytes
-    assert binary.judgement_key(data, lib.name, True) != key  # the vendor-library option
-    assert binary.judgement_key(data, "other.so", False) != key  # its name (the messages carry it)
-    assert binary.judgement_key(data, lib.name, False, "objdump-2") != key  # the tools
+    key = judgements.judgement_key(data, lib.name, False)
+    assert judgements.judgement_key(other.read_bytes(), lib.name, False) != key  # other bytes
+    assert judgements.judgement_key(data, lib.name, True) != key  # the vendor-library option
+    assert judgements.judgement_key(data, "other.so", False) != key  # its name (the messages carry it)
+    assert judgements.judgement_key(data, lib.name, False, "objdump-2") != key  # the tools
     # the rule set: a copy of musacoder.legality with one line changed is another digest
     rules = tmp_path / "legality"
     shutil.copytree(Path(binary.__file__).parent, rules, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(binary, "_LEGALITY", rules)
-    binary.rules_digest.cache_clear()
+    monkeypatch.setattr(judgements, "_LEGALITY", rules)
+    judgements.rules_digest.cache_clear()
     try:
-        assert binary.judgement_key(data, lib.name, False) == key  # the same sources: the same key
+        assert judgements.judgement_key(data, lib.name, False) == key  # the same sources: the same key
         policy = rules / "policy.py"
         policy.write_text(policy.read_text() + "\n# a rule changed\n")
-        binary.rules_digest.cache_clear()
-        assert binary.judgement_key(data, lib.name, False) != key
+        judgements.rules_digest.cache_clear()
+        assert judgements.judgement_key(data, lib.name, False) != key
     finally:
-        binary.rules_digest.cache_clear()
+        judgements.rules_digest.cache_clear()
 
 
 def test_a_malformed_kept_judgement_is_ignored(tmp_path):
     lib, cache = _object(tmp_path, FORBIDDEN), tmp_path / "cache"
     path = _plant_clean(cache, lib)
     path.write_text('{"violations": "none"}')
-    assert binary.recall_judgement(cache, _key(lib)) is None
+    assert judgements.recall_judgement(cache, _key(lib)) is None
     path.write_text("not json")
-    assert binary.recall_judgement(cache, _key(lib)) is None
+    assert judgements.recall_judgement(cache, _key(lib)) is None

@@ -2,7 +2,7 @@
 the machine-code rule (`musacoder.legality.machine_code`: clock reads) on every library the candidate loaded.
 
 Both judgements of a library are kept under the build cache, keyed by its bytes and by everything the rules depend
-on (`musacoder.legality.binary.judgement_key`), so a library judged once is not read again by the next process
+on (`musacoder.legality.judgements.judgement_key`), so a library judged once is not read again by the next process
 (`musacoder verify` is one process per call). A kept judgement is used only where this verification's worker could
 not have written it (`_workers_cannot_write`) and nobody but this user can have (`recall_judgement`)."""
 
@@ -77,12 +77,12 @@ def _judge(lib: Path, cfg, glue, baselines: list, remember: bool) -> tuple[list[
     """(binary-rule violations, clock-read violations or why the machine code was not read) of the library `lib`,
     kept ones where `remember` allows. The binary rule judges the very bytes the key is made of. Raises `OSError`
     where the library cannot be read."""
-    from musacoder.legality import binary
+    from musacoder.legality import binary, judgements
     from musacoder.legality.machine_code import ToolMissing, library_clock_reads
 
     data = binary.read_library(lib) if remember else None
-    key = binary.judgement_key(data, lib.name, cfg.allow_vendor_libs, _tools(lib)) if remember else None
-    if key is not None and (kept := binary.recall_judgement(cfg.cache_dir, key)) is not None \
+    key = judgements.judgement_key(data, lib.name, cfg.allow_vendor_libs, _tools(lib)) if remember else None
+    if key is not None and (kept := judgements.recall_judgement(cfg.cache_dir, key)) is not None \
             and isinstance(kept.get("clock_reads"), list) and all(isinstance(m, str) for m in kept["clock_reads"]):
         return list(kept["violations"]), list(kept["clock_reads"])
     errors_before = len([b for b in baselines if b.error])
@@ -94,7 +94,7 @@ def _judge(lib: Path, cfg, glue, baselines: list, remember: bool) -> tuple[list[
         clock = str(e) or type(e).__name__
     # kept only when complete: the machine code read, the glue baseline (where it was needed) there
     if key is not None and isinstance(clock, list) and len([b for b in baselines if b.error]) == errors_before:
-        binary.keep_judgement(cfg.cache_dir, key, {"violations": violations, "clock_reads": clock})
+        judgements.keep_judgement(cfg.cache_dir, key, {"violations": violations, "clock_reads": clock})
     return violations, clock
 
 
