@@ -73,7 +73,7 @@ def test_a_second_client_finds_the_kept_server_and_only_its_own_workers_are_repo
     # after its idle time it exits on its own and removes its socket, pid file and folder
     assert _wait(lambda: _gone(first.pid), 30)
     assert not Path(first.workdir).exists()
-    assert not first.path.exists() and not Path(f"{first.path}.pid").exists()
+    assert not [p for p in (first.path, Path(f"{first.path}.pid"), Path(f"{first.path}.lock")) if p.exists()]
 
 
 def test_a_changed_configuration_gets_a_server_of_its_own(tmp_path, monkeypatch, kept_env):

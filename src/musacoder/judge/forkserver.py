@@ -235,7 +235,7 @@ class _State:
                 os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        for path, ino in self.files:
+        for path, ino in reversed(self.files):  # the socket first, the lock file last (removed while still held)
             try:
                 if os.lstat(path).st_ino == ino:
                     os.unlink(path)
@@ -263,10 +263,13 @@ def _listen(path: str, state: _State) -> socket.socket | None:
     fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino != os.lstat(path + ".lock").st_ino:  # removed by a server exiting meanwhile
+            raise BlockingIOError
     except OSError:
         os.close(fd)
         return None
     state.lock_fd = fd
+    state.files.append((path + ".lock", os.fstat(fd).st_ino))
     tmp = f"{path}.pid.{os.getpid()}"
     with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "w") as f:
         f.write(str(os.getpid()))
