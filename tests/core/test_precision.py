@@ -211,23 +211,28 @@ def test_reduced_precision_gemm_is_rejected_end_to_end(tmp_path, bits, accepted)
         assert 0 < v.pass_fraction < 1 or v.pass_fraction == 0
 
 
-@pytest.mark.slow
-def test_a_partial_reduction_fails_the_structured_trials(tmp_path):
+def _verify_mean(tmp_path, call: str):
+    """The mean task verified (untimed, a fixed seed) with a ModelNew whose forward returns `call`."""
     from musacoder import verify
     from musacoder.config import VerifyConfig
 
     task = tmp_path / "mean.py"
     task.write_text(MEAN_TASK)
-    cand = EXT + '''
+    cand = EXT + f"""
 
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
 
     def forward(self, x):
-        return ext.mean_of_part(x, 0.1)
-'''
-    v = verify(task, cand, backend="cpu", config=VerifyConfig(time_candidate=False, seed=3))
+        return {call}
+"""
+    return verify(task, cand, backend="cpu", config=VerifyConfig(time_candidate=False, seed=3))
+
+
+@pytest.mark.slow
+def test_a_partial_reduction_fails_the_structured_trials(tmp_path):
+    v = _verify_mean(tmp_path, "ext.mean_of_part(x, 0.1)")
     assert v.status == "incorrect"
     assert len(v.trials) == 7 and sum(not t.passed for t in v.trials) >= 2  # at least the two structured trials
     assert v.reward == -1.0 and v.systematic_defect and "Systematic defect" in v.feedback
@@ -237,21 +242,7 @@ class ModelNew(nn.Module):
 def test_a_data_dependent_bug_keeps_the_papers_partial_credit(tmp_path):
     """Partial credit stays for failures that vary between trials of the same kind: this mean is wrong only when its
     first input value falls in a window the task's own inputs reach and the structured ones never do."""
-    from musacoder import verify
-    from musacoder.config import VerifyConfig
-
-    task = tmp_path / "mean.py"
-    task.write_text(MEAN_TASK)
-    cand = EXT + '''
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return ext.mean_with_a_data_dependent_bug(x)
-'''
-    v = verify(task, cand, backend="cpu", config=VerifyConfig(time_candidate=False, seed=3))
+    v = _verify_mean(tmp_path, "ext.mean_with_a_data_dependent_bug(x)")
     assert v.status == "incorrect" and v.systematic_defect is None, (v.systematic_defect, [t.kind for t in v.trials])
     assert 0 < v.pass_fraction < 1
     assert v.reward == pytest.approx(-0.5 + 0.5 * v.pass_fraction) and v.reward > -1
