@@ -374,6 +374,9 @@ class Trainer:
     def step(self) -> dict:
         cfg = self.cfg
         multi_turn = self.step_idx >= cfg.multi_turn.single_turn_steps
+        from musacoder.judge.task_cache import shared_cache
+
+        shared_cache().rotate()  # each step's groups share their tasks' reference work under secrets of this step
         t0 = time.perf_counter()
         slots, samples = self.rollout(multi_turn)
         t1 = time.perf_counter()
