@@ -13,10 +13,12 @@ from musacoder.records import Task
 
 
 def build(ctx: RunContext) -> LoadReply:
-    """Build and import the candidate in the context's worker; fills the verdict's build fields."""
+    """Build and import the candidate in the context's worker; fills the verdict's build fields. On the CPU backend
+    the host's cores are the device, so a build holds it shared: no other verification's timing runs beside a
+    compiler (`build_wait` is the wait for that)."""
     v = ctx.verdict
     ctx.ipc = ctx.device.startswith("cuda") and ipc.available() and probe_ipc(ctx)
-    with ctx.stage("build"):
+    with ctx.stage("build", "shared" if ctx.device == "cpu" else None):
         load = load_candidate(ctx, ctx.sandbox, ctx.task)
     v.build_s = load.seconds
     v.build_cached = bool(load.builds) and all(b.get("cached") is True for b in load.builds)
