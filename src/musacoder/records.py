@@ -107,6 +107,8 @@ class Verdict(BaseModel):
     systematic_defect: str | None = None
     speedup: float | None = None  # against the configured baseline (eager by default)
     speedup_vs_eager: float | None = None
+    # the 95 % interval of the speedup beside the candidate (the median paired log-ratio, `musacoder.judge.stopping`)
+    speedup_interval: list[float] | None = None
     speedup_vs_compile: float | None = None
     runtime_ms: float | None = None
     ref_runtime_ms: float | None = None

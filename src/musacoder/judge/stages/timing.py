@@ -16,6 +16,7 @@ from musacoder.judge.stages import rpc
 from musacoder.judge.stages.context import RunContext, Stop, TimedInputs
 from musacoder.judge.stages.correctness import judge_trial, reference_case
 from musacoder.judge.stages.runtime import call_violations, memory_violations_of
+from musacoder.judge.stopping import StoppingRule, speedup_interval
 from musacoder.records import Timing
 
 # the chance that a timing round after the first few is profiled (an audit round), decided in the worker before
@@ -56,19 +57,25 @@ def timing_perturb(cfg, center_ok: bool | None) -> str | None:
 
 def time_candidate(ctx: RunContext) -> None:
     """Time a correct, legal candidate (skipped when `cfg.time_candidate` is off); fills the verdict's timings and
-    speedups. The lower of two speedups is kept when the first was an outlier."""
+    speedups. A figure that cannot be trusted as it stands — an outlier, or one whose 95 % interval is still wider than
+    the stopping rule accepts (`musacoder.judge.stopping`) — is timed again and the lower of the two speedups kept."""
     v, cfg = ctx.verdict, ctx.cfg
     if not cfg.time_candidate:
         v.stages["timing"] = "skipped"
         return
-    cand, ref = _time_once(ctx)
+    cand, ref, interval = _time_once(ctx)
     speedup = ratio(ref.median_ms, cand.median_ms)
-    if speedup > cfg.outlier_speedup:
-        cand2, ref2 = _time_once(ctx)
+    width = interval[1] / interval[0] - 1 if interval[0] > 0 else float("inf")
+    why = "outlier" if speedup > cfg.outlier_speedup else \
+        "imprecise" if width > 2 * cfg.ratio_precision * StoppingRule.wide else None
+    if why:
+        cand2, ref2, interval2 = _time_once(ctx)
         s2 = ratio(ref2.median_ms, cand2.median_ms)
-        v.flags.append(f"outlier speedup {speedup:.3g}x re-timed: {s2:.3g}x; the lower is kept")
+        v.flags.append(f"{why} speedup {speedup:.3g}x (95 % interval {interval[0]:.3g}–{interval[1]:.3g}x) "
+                       f"re-timed: {s2:.3g}x; the lower is kept")
         if s2 < speedup:
-            cand, ref, speedup = cand2, ref2, s2
+            cand, ref, speedup, interval = cand2, ref2, s2, interval2
+    v.speedup_interval = [round(interval[0], 6), round(interval[1], 6)]
     v.candidate_timing, v.reference_timing = cand, ref
     v.runtime_ms, v.ref_runtime_ms = cand.median_ms, ref.median_ms
     v.ref_runtime_ms_in_process = ref.median_ms
@@ -87,7 +94,7 @@ def time_candidate(ctx: RunContext) -> None:
     v.stages["timing"] = "ok"
 
 
-def _time_once(ctx: RunContext) -> tuple[Timing, Timing]:
+def _time_once(ctx: RunContext) -> tuple[Timing, Timing, tuple[float, float]]:
     """One `time` request with the device held exclusively, its rounds' evidence judged, then the re-check."""
     cfg = ctx.cfg
     master_t = ctx.timing_rng.getrandbits(62)
@@ -141,7 +148,8 @@ def _judge_rounds(ctx: RunContext, rep: TimeReply) -> None:
         raise Stop("crashed")
 
 
-def _recheck(ctx: RunContext, master_t: int, perturb: str | None, rep: TimeReply) -> tuple[Timing, Timing]:
+def _recheck(ctx: RunContext, master_t: int, perturb: str | None,
+             rep: TimeReply) -> tuple[Timing, Timing, tuple[float, float]]:
     """Judge the kept outputs of the audited and checked rounds, one at a time (at full sizes each can be gigabytes
     on both sides): a wrong one is `incorrect` and illegal (stale or cached results), an audited round's runtime
     violations `illegal`. Returns the candidate's and the reference's timings."""
@@ -183,7 +191,7 @@ def _recheck(ctx: RunContext, master_t: int, perturb: str | None, rep: TimeReply
     v.timer_overhead_ms = rep.timer_overhead_ms
     if rep.device_mem_peak:
         v.device_mem_gb = round(rep.device_mem_peak / 2**30, 3)
-    return summarize(rep.candidate_ms), summarize(rep.reference_ms)
+    return summarize(rep.candidate_ms), summarize(rep.reference_ms), speedup_interval(rep.candidate_ms, rep.reference_ms)
 
 
 def clean_reference(ctx: RunContext) -> None:
