@@ -24,6 +24,10 @@
 #   STEPS=doctor; STEPS=tests GPU_TESTS=tests/gpu/test_sandbox_escapes.py T_PRE=90 T_TEST=220;
 #   STEPS=sandboxcost T_SBX=340 SBX_LIMIT=16 SBX_ROUNDS=2   (issue 16; the escape suite runs its fork bomb only where a
 #   normal candidate's verdict shows a process bound: with GPU workers at uid 0 it took this host down)
+#   STEPS="smoke same8 rlload" SAME8_TASKS="level2/76_Gemm_Add_ReLU level1/19_ReLU" T_SAME8=150 RL_TASKS=16 T_RL8=400,
+#   then STEPS="golden snapshot" T_GOLD=540 and STEPS="corpus anchor" T_CORPUS=300 ANC_LIMIT=16 T_ANC=280, chained on one
+#   warm machine (issues 36-38: the golden set, the verdict snapshot and the style corpus at full size, one candidate
+#   8 times with the per-task cache on and off, 16 tasks x 8 candidates, and KernelBench's harness side by side)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
