@@ -7,7 +7,7 @@ import pytest
 
 from musacoder import verify
 from musacoder.config import VerifyConfig
-from musacoder.judge.stages.context import RunContext
+from musacoder.judge.stages.context import LIMIT_S_PER_GIB, RunContext
 from musacoder.records import Task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +28,14 @@ def test_the_call_limit_follows_the_reference_with_floors_and_the_timeout_as_cei
     assert _ctx("triton", 0.001).call_limit(first=True) == 60.0
     assert _ctx("cpu", 0.001, first_call_s=5.0).call_limit(first=True) == 5.0
     assert _ctx("cpu", 0.001).call_limit(extra_s=20.0) == pytest.approx(30.0)
+
+
+def test_the_floor_grows_with_the_tasks_own_data():
+    """At full size the harness moves gigabytes around each call; that time is not the candidate's."""
+    ctx = _ctx("cuda", 0.0045)
+    ctx.task_bytes = 13 << 30  # a 6.4 GB input and its output
+    assert ctx.call_limit() == pytest.approx(10.0 + LIMIT_S_PER_GIB * 13)
+    assert ctx.call_limit(first=True) == pytest.approx(20.0 + LIMIT_S_PER_GIB * 13)
 
 
 @pytest.mark.slow

@@ -127,8 +127,8 @@ def _worker_failures(ctx: RunContext):
     except WorkerTimeout as e:
         run = ctx.call_limit_s if ctx.call_limit_s is not None else cfg.timeout_s
         v.error = (f"{e} (limit: build {cfg.build_timeout_s:.0f} s; this request {run:.0f} s: a call may take "
-                   f"{cfg.call_limit_factor:g}x the reference's own, at least {cfg.call_floor_s:g} s, the first at "
-                   "least 20 s (60 s for Triton, which may compile), at most timeout_s)")
+                   f"{cfg.call_limit_factor:g}x the reference's own, with a floor for the first call and for the "
+                   f"task's data size, at most timeout_s {cfg.timeout_s:.0f} s)")
         raise Stop("timeout") from None
     except WorkerDied as e:
         v.error = f"worker died (exit {e.returncode}); last output:\n{e.log_tail[-1500:]}"

@@ -38,6 +38,10 @@ def task_with_overrides(task: Task, overrides: dict | None) -> Task:
     return task.model_copy(update={"overrides": merged})
 
 
+# seconds added to a call's limit per GiB of the task's weights, inputs and outputs (`RunContext.call_limit`)
+LIMIT_S_PER_GIB = 5.0
+
+
 class Stop(Exception):
     """A stage reached the verdict; its fields are filled, `status` is the verdict's status."""
 
@@ -124,12 +128,15 @@ class RunContext:
 
     def call_limit(self, first: bool = False, extra_s: float = 0.0) -> float:
         """The time a candidate call may take (`VerifyConfig.call_limit_factor`): `factor` times the reference's own
-        forward, at least `call_floor_s` (`first_call_s` for the first call, which may compile), never more than
-        `timeout_s`; `extra_s` is added for requests that run many calls (timing)."""
+        forward, at least `call_floor_s` (`first_call_s` for the first call, which may compile) plus
+        `LIMIT_S_PER_GIB` per GiB of the task's own data (the harness makes, copies, checks and sends it around the
+        call: at full size that is seconds the candidate must not be blamed for), never more than `timeout_s`;
+        `extra_s` is added for requests that run many calls (timing)."""
         cfg = self.cfg
         floor = cfg.call_floor_s
         if first:
             floor = cfg.first_call_s or (60.0 if self.backend == "triton" else 20.0)
+        floor += LIMIT_S_PER_GIB * self.task_bytes / (1 << 30)
         self.call_limit_s = min(cfg.timeout_s + extra_s, max(floor, cfg.call_limit_factor * self.ref_forward_s) + extra_s)
         return self.call_limit_s
 
@@ -148,10 +155,10 @@ class RunContext:
         every candidate of the task until the cache rotates), so its reference work is computed once."""
         if self.cache is None:
             return
-        from musacoder.tasks import apply_overrides
+        from musacoder.judge.baseline import source_with_overrides
 
         cfg = self.cfg
-        source = apply_overrides(self.task.source, self.task.overrides, self.task.path or self.task.name)
+        source = source_with_overrides(self.task)
         model = torch.cuda.get_device_name(0) if self.device_pool.startswith("cuda") and torch.cuda.is_available() \
             else self.device_pool
         runtime = f"torch {torch.__version__} cuda {torch.version.cuda}"

@@ -16,7 +16,8 @@ import torch
 
 from musacoder.judge.compare import (Precision, Yardstick, compare_outputs, float_leaves, max_abs_error, rel_error,
                                      round_mantissa, round_mantissa_, task_audit)
-from musacoder.judge.inputs import make_init_inputs, make_inputs, nbytes, output_spec, seed_for, seeded, to_cpu
+from musacoder.judge.inputs import (make_init_inputs, make_inputs, nbytes, output_spec, seed_for, seeded, to_cpu,
+                                    to_device)
 from musacoder.judge.messages import CallReport, InitReply, InitRequest, TrialReply, TrialRequest
 from musacoder.judge.sandbox import Sandbox
 from musacoder.judge.slots import give_back_cached, is_oom
@@ -84,12 +85,13 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
         if asked == "center" and label == 0:
             ctx.center_ok = perturb == "center"
         expect = output_spec(ref_out)
+        if i == 0 and label == 0:  # the task's own footprint: the memory budget and the call limits
+            ctx.task_bytes = weight_bytes + nbytes(ref_out) + _input_bytes(ctx, module, seed, ref_out)
         reply = rpc.ask(ctx, TrialRequest(seed=seed, perturb=perturb, profile=True, ipc=ctx.ipc, expect=expect),
                         ctx.call_limit(first=i == 0), TrialReply, "correctness", sb)
         outputs = rpc.received(ctx, reply.outputs, sb)
-        if i == 0 and label == 0:  # the task's own footprint sets the memory budget
+        if i == 0 and label == 0:
             ctx.expect = expect  # the timing rounds' outputs are held to it too (`output_problem`)
-            ctx.task_bytes = weight_bytes + nbytes(ref_out) + _input_bytes(ctx, module, seed, ref_out)
             got.illegal += memory_violations_of(ctx, init.device_mem_peak)
             v.flags += task_audit(ref_out)
         got.illegal += call_violations(ctx, reply.report, i)
@@ -151,25 +153,17 @@ def shared_reference_case(ctx: RunContext, module, ref_model, seed: int, perturb
 
     kept, out, precision, ref_s = ctx.cached(("reference_case", ctx.device, seed, perturb), compute, size)
     ctx.ref_forward_s = max(ctx.ref_forward_s, ref_s)
-    cmp = ctx.compare_device
-    return kept, _to(out, cmp), _precision_to(precision, cmp)
-
-
-def _to(obj, device: str):
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to(x, device) for x in obj)
-    return obj
+    cmp = ctx.compare_device  # each verification gets copies: the kept ones are shared with the task's others
+    return kept, to_device(out, cmp), _precision_to(precision, cmp)
 
 
 def _precision_to(precision: Precision | None, device: str) -> Precision | None:
-    """The yardsticks with their float64 references on `device` (the other fields are numbers)."""
+    """A copy of the yardsticks with their float64 references on `device` (the other fields are numbers)."""
     if precision is None:
         return None
     out = Precision()
     for path, y in precision.leaves.items():
-        out.leaves[path] = dataclasses.replace(y, ref64=y.ref64.to(device))
+        out.leaves[path] = dataclasses.replace(y, ref64=to_device(y.ref64, device))
     return out
 
 

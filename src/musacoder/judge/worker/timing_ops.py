@@ -10,6 +10,7 @@ import random
 import time
 
 from musacoder.judge import messages
+from musacoder.judge.stopping import StoppingRule, should_stop
 from musacoder.judge.worker.errors import CandidateError, candidate_error, guarded
 from musacoder.judge.worker.guard import layout
 
@@ -63,6 +64,10 @@ class _TimedRun:
         self.cand_ms, self.ref_ms = [], []
         self.inputs_for = RotatingInputs(worker, req.master_seed, req.input_sets, req.perturb)
         self.timer = Timer(torch, device, req.l2_flush_bytes)
+        lo = max(2, req.repeats)
+        hi = max(lo, req.max_repeats)
+        self.rule = StoppingRule(min_rounds=lo, cap_rounds=min(max(lo, req.cap_repeats), hi), max_rounds=hi,
+                                 rel_halfwidth=req.ratio_precision)
         self.trip = RoundTrip(torch) if device.startswith("cuda") else \
             RoundTrip(torch, "musa") if device.startswith("musa") else RoundTrip(None)
         worker.held = {}
@@ -138,18 +143,12 @@ class _TimedRun:
     def enough(self, r: int, started_ns: int) -> bool:
         """Whether the timed rounds so far meet the stopping rule (after every fixed audit and `repeats` rounds: at
         `max_repeats`, past the time budget, or once the speedup's interval is narrow enough: `musacoder.judge.stopping`)."""
-        from musacoder.judge.stopping import StoppingRule, should_stop
-
         req, n = self.req, len(self.cand_ms)
         if r <= max(self.audits, default=0) or n < req.repeats:
             return False
         if n >= req.max_repeats or (time.perf_counter_ns() - started_ns) > req.budget_s * 1e9:
             return True
-        lo = max(2, req.repeats)
-        hi = max(lo, req.max_repeats)
-        rule = StoppingRule(min_rounds=lo, cap_rounds=min(max(lo, req.cap_repeats), hi), max_rounds=hi,
-                            rel_halfwidth=req.ratio_precision)
-        return should_stop(self.trip.charge(self.cand_ms), self.ref_ms, rule)
+        return should_stop(self.trip.charge(self.cand_ms), self.ref_ms, self.rule)
 
     def reply(self, final_round) -> dict:
         w = self.worker
