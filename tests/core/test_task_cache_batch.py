@@ -25,6 +25,9 @@ def test_four_identical_candidates_of_one_task_reuse_its_reference_work():
     got = {job.id: v for job, v in verify_many(_jobs(4), workers=2, config=CFG)}
     assert all(v.status == "ok" for v in got.values()), {k: (v.status, v.error) for k, v in got.items()}
     assert sum(v.reference_reused for v in got.values()) == 3  # the first computes it, once
+    for v in got.values():  # each verdict carries the 95 % interval of its speedup
+        lo, hi = v.speedup_interval
+        assert 0 < lo <= hi
     # each candidate's timed rounds had inputs of its own: the interleaved reference figures are not all one value
     assert len({v.ref_runtime_ms_in_process for v in got.values()}) > 1
 
