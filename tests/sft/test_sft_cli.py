@@ -61,7 +61,7 @@ def test_cli_runs_the_example_with_lora_merged_into_final(tmp_path, monkeypatch)
         "train", "sft", "--config", str(EXAMPLE), "--out-dir", str(out), "--epochs", "1",
         "--set", "data.limit=16", "--set", 'model.lora={"r": 4, "alpha": 8}'])
     assert result.exit_code == 0, result.output
-    assert "sft rows 16" in result.output and f"hf:{out / 'final'}" in result.output
+    assert "sft rows 16" in result.output and f"hf:{out}" in result.output
     assert (out / "adapter" / "adapter_config.json").exists()
     merged = AutoModelForCausalLM.from_pretrained(out / "final")
     assert not any("lora" in name for name in merged.state_dict())

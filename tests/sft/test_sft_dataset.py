@@ -45,8 +45,8 @@ def test_bad_rows_name_their_file_and_index(tmp_path, tok):
         EpochDataset(rows, tok, 64, origins=origins)
     with pytest.raises(FileNotFoundError, match="matches no file"):
         data_files([str(tmp_path / "*.parquet")])
-    with pytest.raises(ValueError, match="needs a 'pool' column"):
-        detect_kind(rows, "rft")
+    with pytest.raises(ValueError, match=r"a\.jsonl#0: a row without `pool`"):
+        detect_kind(rows, "rft", origins)
 
 
 def test_rft_draws_a_member_per_epoch(tok):

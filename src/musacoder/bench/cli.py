@@ -22,7 +22,8 @@ def _pairs(items: list[str] | None, what: str) -> dict:
 
 
 def bench(
-    model: Annotated[str, typer.Option(help="openai:BASE_URL#MODEL, vllm:PATH_OR_NAME, hf:PATH or dir:PATH.")],
+    model: Annotated[str, typer.Option(help="openai:BASE_URL#MODEL, vllm:PATH_OR_NAME, hf:PATH or dir:PATH; hf:PATH "
+                                       "takes a model folder or the output folder of `train sft|rft|rl`.")],
     out: Annotated[Path, typer.Option(help="Run directory (created; a rerun resumes it).")],
     suite: Annotated[str, typer.Option(help="kernelbench:level1[,level2,…], kernelbench, examples or dir:PATH.")] = "kernelbench:level1",
     kernelbench_dir: Annotated[Optional[str], typer.Option(envvar="KERNELBENCH_DIR", help="KernelBench root with level1/ … (default $KERNELBENCH_DIR).")] = None,

@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field
 class BenchConfig(BaseModel):
     """Settings of one benchmark run (stored as the run's config.json)."""
 
-    model: str = Field(description="Model spec: openai:BASE_URL#MODEL, vllm:PATH_OR_NAME, hf:PATH or dir:PATH.")
+    model: str = Field(description="Model spec: openai:BASE_URL#MODEL, vllm:PATH_OR_NAME, hf:PATH or dir:PATH "
+                       "(hf:PATH: a model folder, or a `train sft|rft|rl` output folder).")
     model_args: dict[str, Any] = Field(default_factory=dict, description="Client options (--model-arg KEY=VALUE).")
     suite: str = Field("examples", description="kernelbench:level1[,…], kernelbench, examples or dir:PATH.")
     kernelbench_dir: str | None = Field(None, description="KernelBench root (default $KERNELBENCH_DIR).")

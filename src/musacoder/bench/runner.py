@@ -248,11 +248,29 @@ def run_bench(config: BenchConfig, out: str | Path, *, client: ModelClient | Non
         finally:
             if owned_client and client is not None:
                 client.close()
-    if not write_report:
-        return {}
-    from musacoder.bench.report import write_reports
+    summary: dict[str, Any] = {}
+    if write_report:
+        from musacoder.bench.report import write_reports
 
-    return write_reports(run_dir.root)
+        summary = write_reports(run_dir.root)
+    write_run_manifest(config, run_dir, reported=write_report)
+    return summary
+
+
+def write_run_manifest(config: BenchConfig, run_dir: RunDir, *, reported: bool) -> Path:
+    """`RUN_DIR/musacoder.json` (`musacoder.manifest`): stage 'bench', the model and suite it read, the run
+    directory itself as the product 'run', and its summary when reports were written."""
+    from musacoder.manifest import Manifest, write_manifest
+
+    files = {"run": ".", "config": "config.json", "verdicts": "verdicts.jsonl"}
+    if reported:
+        files.update(summary="summary.json", report="report.md")
+    inputs = {"model": config.model, "suite": config.suite}
+    if config.model.startswith("hf:") and Path(config.model[3:]).exists():
+        inputs["model_path"] = str(Path(config.model[3:]).resolve())
+    return write_manifest(run_dir.root, Manifest(stage="bench", inputs=inputs, files=files,
+                                                 info={"backend": config.backend, "samples": config.samples,
+                                                       "turns": config.turns}))
 
 
 def _parse_job_id(job_id: str) -> tuple[str, int, int]:

@@ -189,11 +189,13 @@ def solutions(
                  model_args=_kv(model_arg, "--model-arg"), progress=not no_progress)
         counts = build_datasets(out / "run", out, min_gain=min_gain,
                                 made_by=f"musacoder data solutions {tasks_dir} --model {model} --out {out} "
-                                        f"--backend {backend} --samples {samples} --turns {turns}")
+                                        f"--backend {backend} --samples {samples} --turns {turns}",
+                                inputs={"tasks": str(tasks_dir), "model": model})
     except (ValueError, FileNotFoundError, ResumeError) as e:
         console.print(f"[red]data solutions: {e}", soft_wrap=True)
         raise typer.Exit(2) from e
     console.print("rows: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" (in {out})")
+    console.print(f"next: musacoder train sft --config FILE --set 'data.train=[\"{out}\"]'", soft_wrap=True)
 
 
 def rft(
@@ -230,12 +232,14 @@ def rft(
                  model_args=_kv(model_arg, "--model-arg"), progress=not no_progress)
         counts = build_rft(out / "run", out, cap=cap, threshold=threshold,
                            made_by=f"musacoder data rft {tasks_dir} --model {model} --out {out} --backend {backend} "
-                                   f"-k {samples} --cap {cap} --threshold {threshold}")
+                                   f"-k {samples} --cap {cap} --threshold {threshold}",
+                           inputs={"tasks": str(tasks_dir), "model": model})
     except (ValueError, FileNotFoundError, ResumeError) as e:
         console.print(f"[red]data rft: {e}", soft_wrap=True)
         raise typer.Exit(2) from e
     console.print(f"{counts['tasks_with_pool']}/{counts['tasks']} tasks with a pool; {counts['accepted']} accepted "
                   f"samples → {counts['pooled']} pool members; dataset {out / 'rft'}")
+    console.print(f"next: musacoder train rft --config FILE --set 'data.train=[\"{out}\"]'", soft_wrap=True)
 
 
 def pipeline(

@@ -74,3 +74,31 @@ def dataset_card(title: str, description: str, columns: dict[str, str], n_rows: 
         lines += [f"| {k} | {v} |" for k, v in histogram.items()]
     lines += ["", "Schema and loss conventions: musacoder `docs/data.md`, *Schema*.", ""]
     return "\n".join(lines)
+
+
+def write_jsonl(rows: Iterable[dict[str, Any]], path: Path) -> Path:
+    """Write `rows` as JSON lines to `path`, atomically (a crash leaves the old file or the new one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, default=str) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def folder_relative(path: str | Path, folder: str | Path) -> str:
+    """`path` relative to `folder` where it lies below it, else absolute: manifest paths are read relative to the
+    folder, wherever the folder is moved to."""
+    path, folder = Path(path).resolve(), Path(folder).resolve()
+    return str(path.relative_to(folder)) if path.is_relative_to(folder) else str(path)
+
+
+def write_data_manifest(out: Path, *, files: dict[str, str], inputs: dict[str, str] | None = None,
+                        info: dict[str, Any] | None = None) -> Path:
+    """`out/musacoder.json` of a data stage (`musacoder.manifest`): `files` maps roles ('sft': the chat or RFT rows
+    `musacoder train sft` reads, 'run': the verified generation run, 'tasks': a task folder) to paths relative to
+    `out`."""
+    from musacoder.manifest import Manifest, write_manifest
+
+    return write_manifest(out, Manifest(stage="data", files=files, inputs=dict(inputs or {}), info=dict(info or {})))

@@ -9,6 +9,8 @@ of `out`. Every step resumes (the stages' own resume rules), so a rerun after an
     OUT/mix/            weights.json, mix/ (dataset), tasks/ (the drawn tasks)
     OUT/solutions/      run/, solutions/, repair/, optimise/, reviewer/ (datasets)
     OUT/rft/            run/, rft/ (dataset)
+    OUT/musacoder.json  the stage manifest: `musacoder train sft --set 'data.train=["OUT"]'` reads
+                        solutions/sft.jsonl (`musacoder.manifest`)
 
 Paths in the config are relative to the working directory.
 """
@@ -118,10 +120,11 @@ def run_pipeline(cfg: PipelineConfig, *, progress: bool = True, log=print,
 
     from musacoder.bench.runner import BenchConfig, run_bench
     from musacoder.data.check import CheckLimits
+    from musacoder.data.dataset import write_data_manifest
     from musacoder.data.decontam import DecontamConfig, decontaminate
     from musacoder.data.mix import build_mix, write_diagnostic
-    from musacoder.data.rft import build_rft
-    from musacoder.data.solutions import build_datasets, generate
+    from musacoder.data.rft import RFT_ROWS, build_rft
+    from musacoder.data.solutions import SFT_ROWS, build_datasets, generate
     from musacoder.data.synth import SynthConfig, synthesize
 
     out = Path(cfg.out)
@@ -171,7 +174,7 @@ def run_pipeline(cfg: PipelineConfig, *, progress: bool = True, log=print,
              temperature=s.temperature, max_tokens=s.max_tokens, seed=s.seed, workers=cfg.workers,
              verify=cfg.verify, progress=progress)
     summary["solutions"] = build_datasets(out / "solutions" / "run", out / "solutions", min_gain=s.min_gain,
-                                          made_by=made_by)
+                                          made_by=made_by, inputs={"model": s.model})
 
     r = cfg.rft
     log(f"RFT with {r.model}")
@@ -180,6 +183,9 @@ def run_pipeline(cfg: PipelineConfig, *, progress: bool = True, log=print,
              metadata=r.metadata, six_step=r.six_step, temperature=r.temperature, max_tokens=r.max_tokens,
              seed=r.seed, workers=cfg.workers, verify=cfg.verify, progress=progress)
     summary["rft"] = build_rft(out / "rft" / "run", out / "rft", cap=r.cap, threshold=r.threshold,
-                               made_by=made_by)
+                               made_by=made_by, inputs={"model": r.model})
     (out / "pipeline_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_data_manifest(out, files={"sft": f"solutions/{SFT_ROWS}", "rft": f"rft/{RFT_ROWS}", "tasks": "mix/tasks",
+                                    "run": "solutions/run"},
+                        inputs={"solutions_model": s.model, "rft_model": r.model}, info={"command": made_by})
     return summary

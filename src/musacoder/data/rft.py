@@ -164,12 +164,17 @@ RFT_COLUMNS = {
 }
 
 
-def build_rft(run_dir, out, *, cap: int, threshold: float, made_by: str = "") -> dict[str, int]:
+RFT_ROWS = "rft.jsonl"  # the pool rows again, what `musacoder train sft|rft` reads from `out`
+
+
+def build_rft(run_dir, out, *, cap: int, threshold: float, made_by: str = "",
+              inputs: dict[str, str] | None = None) -> dict[str, int]:
     """Write the RFT dataset `out/rft/` (Parquet + card) from a verified single-turn run: one row per task with at
-    least one accepted sample. Returns counts (tasks, tasks_with_pool, accepted, pooled)."""
+    least one accepted sample; the same rows in `out/rft.jsonl` and the stage manifest `out/musacoder.json` naming
+    it. Returns counts (tasks, tasks_with_pool, accepted, pooled)."""
     from pathlib import Path
 
-    from musacoder.data.dataset import write_dataset
+    from musacoder.data.dataset import folder_relative, write_data_manifest, write_dataset, write_jsonl
     from musacoder.data.runs import load_run
 
     run = load_run(Path(run_dir))
@@ -193,5 +198,11 @@ def build_rft(run_dir, out, *, cap: int, threshold: float, made_by: str = "") ->
                               "`musacoder train sft` (it draws a random pool member per epoch through "
                               "`musacoder.data.rft.draw_epoch`).",
                   columns=RFT_COLUMNS, made_by=made_by or f"musacoder data rft … --out {out}")
-    return {"tasks": len(run), "tasks_with_pool": len(rows), "accepted": accepted_total,
-            "pooled": sum(len(r["pool"]) for r in rows)}
+    counts = {"tasks": len(run), "tasks_with_pool": len(rows), "accepted": accepted_total,
+              "pooled": sum(len(r["pool"]) for r in rows)}
+    write_jsonl(rows, Path(out) / RFT_ROWS)
+    write_data_manifest(Path(out), files={"sft": RFT_ROWS, "rft": "rft/data.parquet",
+                                          "run": folder_relative(run_dir, out)},
+                        inputs={"run": str(run_dir), **(inputs or {})},
+                        info={"command": made_by, "rows": {"rft": len(rows)}, **counts})
+    return counts

@@ -195,10 +195,14 @@ CHAT_COLUMNS = {
 }
 
 
+SFT_ROWS = "sft.jsonl"  # every chat row of the four datasets, what `musacoder train sft` reads from `out`
+
+
 def build_datasets(run_dir: Path, out: Path, *, min_gain: float = 0.1, max_pairs: int = 2,
-                   made_by: str = "") -> dict[str, int]:
-    """Write the four chat datasets of a generation run under `out/<name>/` (Parquet + card); returns row counts."""
-    from musacoder.data.dataset import write_dataset
+                   made_by: str = "", inputs: dict[str, str] | None = None) -> dict[str, int]:
+    """Write the four chat datasets of a generation run under `out/<name>/` (Parquet + card), all their rows in
+    `out/sft.jsonl`, and the stage manifest `out/musacoder.json` naming it; returns row counts."""
+    from musacoder.data.dataset import folder_relative, write_data_manifest, write_dataset, write_jsonl
 
     run = load_run(run_dir)
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in DATASETS}
@@ -217,4 +221,11 @@ def build_datasets(run_dir: Path, out: Path, *, min_gain: float = 0.1, max_pairs
                       description=f"{description.capitalize()}. From the verified generation run `{run_dir}`.",
                       columns=CHAT_COLUMNS, made_by=made_by or f"musacoder data solutions … --out {out}",
                       count_by="status" if name == "reviewer" else "task")
-    return {name: len(r) for name, r in rows.items()}
+    counts = {name: len(r) for name, r in rows.items()}
+    write_jsonl((row for name in DATASETS for row in rows[name]), Path(out) / SFT_ROWS)
+    write_data_manifest(Path(out), files={"sft": SFT_ROWS, "run": folder_relative(run_dir, out),
+                                          **{name: f"{name}/data.parquet" for name in DATASETS}},
+                        inputs={"run": str(run_dir), **(inputs or {})},
+                        info={"command": made_by, "rows": counts})
+    return counts
+

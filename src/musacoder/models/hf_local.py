@@ -1,4 +1,5 @@
-"""A local `transformers` causal LM (`hf:PATH`): chat template, left-padded batches, sampling via `generate`.
+"""A local `transformers` causal LM (`hf:PATH`): chat template, left-padded batches, sampling via `generate`. PATH is
+a model folder, a hub id, or the output folder of `musacoder train sft|rft|rl` (the model its manifest names).
 
 Fine for small models and tests; use a vLLM server or the offline vLLM engine for real evaluations.
 """
@@ -9,6 +10,18 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from musacoder.models.base import ChatRequest, Completion, Sampling
+
+
+def model_folder(path: str) -> str:
+    """What `from_pretrained` loads for `hf:PATH`: a training stage's output folder (`train sft|rft|rl`) becomes the
+    model its musacoder.json names (`musacoder.manifest.resolve_model`); a model folder or a hub id stays."""
+    from pathlib import Path
+
+    if not Path(path).is_dir():
+        return path  # a hub id, or a missing path transformers reports itself
+    from musacoder.manifest import resolve_model
+
+    return str(resolve_model(path))
 
 
 class HFLocalClient:
@@ -29,6 +42,7 @@ class HFLocalClient:
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as e:  # pragma: no cover - depends on extras
             raise ImportError("hf: models need transformers: pip install 'musacoder[data]'") from e
+        path = model_folder(path)
         tokenizer = AutoTokenizer.from_pretrained(path)
         if dtype:
             model_kwargs["dtype"] = getattr(torch, dtype)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from musacoder import config_files
 from musacoder.rl.config import LoraConfig, TinyModelConfig
@@ -21,8 +21,9 @@ class _Section(BaseModel):
 
 class SFTModelConfig(_Section):
     name_or_path: str | None = Field(
-        None, description="Local Hugging Face model directory or hub id; unset = a tiny Llama built from `tiny` with "
-        "the offline byte-level chat tokenizer (tests, the CPU example).")
+        None, description="Local Hugging Face model directory, the output folder of an earlier `train sft|rft|rl` "
+        "(its musacoder.json names the model), or a hub id; unset = a tiny Llama built from `tiny` with the offline "
+        "byte-level chat tokenizer (tests, the CPU example).")
     tokenizer: str | None = Field(None, description="Tokenizer path or id; default: the model's own. It must have a "
                                   "chat template.")
     tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="Shape of the from-config model.")
@@ -35,9 +36,16 @@ class SFTModelConfig(_Section):
 
 
 class SFTDataConfig(_Section):
-    train: list[str] = Field(default_factory=list, description="Training data: Parquet or JSONL files, directories "
-                             "of them, `save_to_disk` directories, or globs. Rows hold `messages` (and `loss_turn`, "
-                             "or an RFT `pool`); see docs/sft.md.")
+    train: list[str] = Field(default_factory=list, description="Training data: the output folder of a data stage "
+                             "(`musacoder data solutions|rft|pipeline`: the rows its musacoder.json names), Parquet "
+                             "or JSONL files, directories of them, `save_to_disk` directories, or globs. Rows hold "
+                             "`messages` (and `loss_turn`, or an RFT `pool`); see docs/sft.md. One path may be "
+                             "given as a string.")
+
+    @field_validator("train", mode="before")
+    @classmethod
+    def _one_path(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
     kind: Literal["auto", "sft", "rft"] = Field(
         "auto", description="'sft' = train on each row's `messages`; 'rft' = each epoch draws one member of each "
         "row's `pool` (musacoder.data.rft.draw_epoch); 'auto' = 'rft' when the rows have a `pool` column.")
@@ -71,7 +79,10 @@ class SFTRunConfig(_Section):
                             "epoch).")
     keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept on disk (final/ is kept apart).")
     resume: bool | str = Field(True, description="true = continue from the latest checkpoint-N in out_dir when "
-                               "there is one; a path = continue from that checkpoint; false = start fresh.")
+                               "there is one and the run's recorded config.json agrees on every key of "
+                               "`RESUME_KEYS` (else an error naming the keys that differ); a path = continue from "
+                               "that checkpoint, whatever its settings; false = start fresh (the run directory's "
+                               "checkpoint-N/ and metrics.jsonl are removed).")
     logging_steps: int = Field(10, ge=1, description="Log loss, lr and grad norm every N optimiser steps.")
     report_to: list[str] = Field(default_factory=list, description="Extra loggers, e.g. ['tensorboard'] (each "
                                  "must be installed).")
@@ -83,6 +94,37 @@ class SFTConfig(_Section):
     data: SFTDataConfig = Field(default_factory=SFTDataConfig)
     train: SFTTrainConfig = Field(default_factory=SFTTrainConfig)
     run: SFTRunConfig = Field(default_factory=SFTRunConfig)
+
+
+# Settings a checkpoint is a product of: resuming under other values would mix two runs in one model. Left out on
+# purpose: train.epochs (resuming with more epochs extends a finished run), logging, checkpointing and threads.
+RESUME_KEYS: tuple[str, ...] = (
+    "model.name_or_path", "model.tokenizer", "model.tiny", "model.dtype", "model.lora",
+    "data.train", "data.kind", "data.max_seq_len", "data.limit",
+    "train.lr", "train.batch_size", "train.grad_accum", "train.lr_scheduler", "train.warmup_steps",
+    "train.weight_decay", "run.seed",
+)
+
+
+def resume_mismatch(recorded: dict[str, Any], current: dict[str, Any],
+                    keys: tuple[str, ...] = RESUME_KEYS) -> dict[str, tuple[Any, Any]]:
+    """Dotted key → (recorded value, current value) for each of `keys` on which two config dumps differ. Paths in
+    `model.name_or_path`, `model.tokenizer` and `data.train` compare as absolute paths where they exist."""
+    def get(data: dict[str, Any], key: str) -> Any:
+        node: Any = data
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if key == "data.train" and isinstance(node, list):
+            return [_norm_path(x) for x in node]
+        return _norm_path(node) if key in ("model.name_or_path", "model.tokenizer") else node
+
+    return {key: (get(recorded, key), get(current, key)) for key in keys if get(recorded, key) != get(current, key)}
+
+
+def _norm_path(value: Any) -> Any:
+    if isinstance(value, str) and Path(value).exists():
+        return str(Path(value).resolve())
+    return value
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> SFTConfig:

@@ -21,13 +21,37 @@ log = logging.getLogger(__name__)
 DATA_SUFFIXES = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
 
 
+NOT_CHAT_HINT = ("pass the data stage's output folder (the one holding musacoder.json, written by `musacoder data "
+                 "solutions|rft|pipeline`) or the rows file its manifest names (sft.jsonl, rft.jsonl)")
+
+
+def stage_rows(folder: Path) -> list[Path] | None:
+    """The row files a stage folder's manifest names (`files["sft"]`, `musacoder.manifest.resolve_sft_data`); None
+    for a folder without a manifest. A manifest without rows (a model or bench folder) is an error saying what to
+    pass."""
+    from musacoder.manifest import MANIFEST_NAME, read_manifest, resolve_sft_data
+
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return None
+    if "sft" not in manifest.files:
+        raise ValueError(f"data.train: {folder} is the output folder of a '{manifest.stage}' stage and holds no "
+                         f"training rows ({folder / MANIFEST_NAME} names {sorted(manifest.files) or 'nothing'}); "
+                         f"{NOT_CHAT_HINT}")
+    return resolve_sft_data(folder)
+
+
 def data_files(patterns: Sequence[str]) -> list[Path]:
-    """Files and `save_to_disk` directories named by `patterns` (files, directories searched recursively for
-    .parquet/.jsonl, globs), in a stable order."""
+    """Files and `save_to_disk` directories named by `patterns` (stage folders: the rows their manifest names;
+    other directories searched recursively for .parquet/.jsonl; files; globs), in a stable order."""
     out: list[Path] = []
     for pattern in patterns:
         p = Path(pattern)
         if p.is_dir():
+            named = stage_rows(p)
+            if named is not None:
+                out += named
+                continue
             if (p / "dataset_info.json").exists() or (p / "state.json").exists():
                 out.append(p)  # written by Dataset.save_to_disk
                 continue
@@ -78,15 +102,20 @@ def load_rows(patterns: Sequence[str], limit: int | None = None) -> tuple[list[d
     return rows, origins
 
 
-def detect_kind(rows: Sequence[dict], kind: str = "auto") -> str:
-    """'sft' or 'rft' for `data.kind` ('auto' = 'rft' when the rows carry a `pool`); checks the needed column."""
+def detect_kind(rows: Sequence[dict], kind: str = "auto", origins: Sequence[str] | None = None) -> str:
+    """'sft' or 'rft' for `data.kind` ('auto' = 'rft' when the first row carries a `pool`); every row must have the
+    column that kind needs (`messages` or `pool`): the first that lacks it is an error naming its file#row."""
     if not rows:
         raise ValueError("the training data has no rows")
     if kind == "auto":
         kind = "rft" if "pool" in rows[0] else "sft"
     need = "pool" if kind == "rft" else "messages"
-    if need not in rows[0]:
-        raise ValueError(f"data.kind = {kind!r} needs a {need!r} column; the rows have {sorted(rows[0])}")
+    for i, row in enumerate(rows):
+        if row.get(need) is None:
+            where = origins[i] if origins else f"row {i}"
+            has = sorted(k for k, v in row.items() if v is not None)
+            raise ValueError(f"{where}: a row without `{need}` (it has {has}), so data.kind = {kind!r} cannot train "
+                             f"on it; {NOT_CHAT_HINT}")
     return kind
 
 
@@ -150,7 +179,7 @@ class EpochDataset:
 
     def _tokenize(self, row: dict) -> TokenizedExample:
         if "messages" not in row:
-            raise ValueError(f"a row without `messages` (it has {sorted(row)})")
+            raise ValueError(f"a row without `messages` (it has {sorted(row)}); {NOT_CHAT_HINT}")
         loss_turn = row.get("loss_turn")
         return tokenize_example(self.tokenizer, row["messages"], None if loss_turn is None else int(loss_turn),
                                 self.max_len)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from musacoder.sft.config import SFTConfig
+from musacoder.sft.config import SFTConfig, resume_mismatch
 from musacoder.sft.dataset import EpochDataset, detect_kind, load_rows
 
 log = logging.getLogger(__name__)
@@ -29,9 +29,20 @@ def _need_trl():
     return trl
 
 
+def model_location(name: str) -> str:
+    """A model (or tokenizer) name as `from_pretrained` takes it: a stage folder becomes the model its manifest
+    names (`musacoder.manifest.resolve_model`), an existing model folder stays, a hub id passes through."""
+    if not Path(name).exists():
+        return name
+    from musacoder.manifest import resolve_model
+
+    return str(resolve_model(name))
+
+
 def build_tokenizer(cfg: SFTConfig):
     """The model's own tokenizer (or `model.tokenizer`); the offline byte-level chat tokenizer for the tiny model."""
     name = cfg.model.tokenizer or cfg.model.name_or_path
+    name = model_location(name) if name else name
     if not name:
         from musacoder.sft.tokenizer import chat_byte_tokenizer
 
@@ -54,7 +65,7 @@ def build_model(cfg: SFTConfig, tokenizer):
     if m.name_or_path:
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(m.name_or_path, dtype=getattr(torch, m.dtype))
+        model = AutoModelForCausalLM.from_pretrained(model_location(m.name_or_path), dtype=getattr(torch, m.dtype))
     else:
         from musacoder.rl.config import ModelConfig, RLConfig, RunConfig
         from musacoder.rl.trainer import build_policy
@@ -123,6 +134,9 @@ def _metrics_callback(path: Path):
 
 
 def resume_point(cfg: SFTConfig) -> str | None:
+    """The checkpoint to continue from (`run.resume`), or None for a fresh start. Resuming the latest checkpoint
+    needs the run directory's recorded config.json to agree with `cfg` on `RESUME_KEYS`; where it does not, a
+    ValueError names the keys that differ and the ways on. Call before config.json is rewritten."""
     r = cfg.run
     if isinstance(r.resume, str):
         if not Path(r.resume).is_dir():
@@ -132,7 +146,35 @@ def resume_point(cfg: SFTConfig) -> str | None:
         return None
     from transformers.trainer_utils import get_last_checkpoint
 
-    return get_last_checkpoint(r.out_dir)
+    last = get_last_checkpoint(r.out_dir)
+    if last is None:
+        return None
+    recorded_path = Path(r.out_dir) / "config.json"
+    how = (f"start fresh with --fresh (removes {r.out_dir}'s checkpoints and metrics) or another --out-dir, or "
+           f"resume anyway with --set run.resume={last}")
+    try:
+        recorded = json.loads(recorded_path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{r.out_dir} holds {Path(last).name} but no readable config.json to check it against "
+                         f"({e}); {how}") from e
+    differ = resume_mismatch(recorded, cfg.model_dump(mode="json"))
+    if differ:
+        keys = "; ".join(f"{k}: {old!r} there, {new!r} now" for k, (old, new) in differ.items())
+        raise ValueError(f"{r.out_dir} holds {Path(last).name} of a run with other settings ({keys}); {how}")
+    return last
+
+
+def clear_run(out_dir: Path) -> None:
+    """A fresh start in `out_dir`: the earlier run's checkpoint-N/ and metrics.jsonl go, so neither a later resume
+    nor the metrics mix two runs."""
+    import shutil
+
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    for ckpt in out_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
+        if ckpt.is_dir():
+            shutil.rmtree(ckpt)
+    (out_dir / "metrics.jsonl").unlink(missing_ok=True)
 
 
 def save_final(model, tokenizer, out_dir: Path) -> Path:
@@ -154,12 +196,14 @@ def train_from_config(cfg: SFTConfig, *, model=None, tokenizer=None) -> dict[str
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     out_dir = Path(cfg.run.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
-
+    resume = resume_point(cfg)  # before config.json is rewritten: it is what a resume is checked against
     tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg)
     rows, origins = load_rows(cfg.data.train, cfg.data.limit)
-    kind = detect_kind(rows, cfg.data.kind)
+    kind = detect_kind(rows, cfg.data.kind, origins)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if resume is None:
+        clear_run(out_dir)
+    (out_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
     dataset = EpochDataset(rows, tokenizer, cfg.data.max_seq_len, kind=kind, seed=cfg.run.seed, origins=origins)
     log.info("%s data: %d rows, %d dropped (prompt too long), %d truncated", kind, len(dataset),
              dataset.stats["dropped_too_long"], dataset.stats["truncated"])
@@ -172,12 +216,28 @@ def train_from_config(cfg: SFTConfig, *, model=None, tokenizer=None) -> dict[str
         # SFTTrainer only accepts a `datasets.Dataset`, which cannot change between epochs; the dataloader is built
         # in train() from `trainer.train_dataset`, and accelerate calls its `set_epoch` before each epoch.
         trainer.train_dataset = dataset
-    resume = resume_point(cfg)
-    if resume is None:  # a fresh run does not append to an earlier run's log
-        (out_dir / "metrics.jsonl").unlink(missing_ok=True)
     result = trainer.train(resume_from_checkpoint=resume)
     final = out_dir / "final"
     if trainer.is_world_process_zero():
         save_final(trainer.model, tokenizer, out_dir)
+        write_run_manifest(cfg, kind, dataset.stats, trainer.state.global_step)
     return {"final": str(final), "log_history": trainer.state.log_history, "data": {"kind": kind, **dataset.stats},
             "train_loss": result.training_loss}
+
+
+def write_run_manifest(cfg: SFTConfig, kind: str, data_stats: dict[str, Any], steps: int) -> Path:
+    """`OUT/musacoder.json` (`musacoder.manifest`): stage 'sft' or 'rft' (the kind of rows trained on), what was
+    read, and the products — 'model' = final/, 'adapter' for LoRA runs, 'metrics', 'config'."""
+    from musacoder.manifest import Manifest, write_manifest
+
+    out_dir = Path(cfg.run.out_dir)
+    files = {"model": "final", "metrics": "metrics.jsonl", "config": "config.json"}
+    if (out_dir / "adapter").is_dir() and cfg.model.lora is not None:
+        files["adapter"] = "adapter"
+    base = cfg.model.name_or_path
+    inputs = {"model": str(Path(model_location(base)).resolve()) if base and Path(base).exists() else (base or "tiny"),
+              "data": ",".join(str(Path(p).resolve()) if Path(p).exists() else p for p in cfg.data.train)}
+    info = {"kind": kind, "rows": data_stats.get("rows"), "dropped_too_long": data_stats.get("dropped_too_long"),
+            "steps": steps, "epochs": cfg.train.epochs, "lora": cfg.model.lora is not None}
+    return write_manifest(out_dir, Manifest(stage="rft" if kind == "rft" else "sft", inputs=inputs, files=files,
+                                            info=info))
