@@ -72,32 +72,60 @@ def test_group_retry_buffers_failed_groups_and_replays_them_to_the_whole_group()
     assert not retry.finish("g4", "t", "p", -1.0, False, "x", "y") and len(retry.buffer) == 0  # a pass: no retry
 
 
-# ---- MirrorPop in verl's rejection step ----------------------------------------------------------------------------
-def test_mirrorpop_option_in_verls_rollout_correction():
+# ---- MirrorPop as verl's policy loss "mirrorpop" -------------------------------------------------------------------
+def _actor_config(delta, loss_mode="mirrorpop"):
+    """An actor config built as verl's worker builds it (hydra `_target_`s, `omega_conf_to_dataclass`)."""
+    from omegaconf import OmegaConf
+    from verl.utils.config import omega_conf_to_dataclass
+
+    return omega_conf_to_dataclass(OmegaConf.create({
+        "_target_": "verl.workers.config.FSDPActorConfig", "strategy": "fsdp", "rollout_n": 8,
+        "ppo_micro_batch_size_per_gpu": 1, "clip_ratio_low": 0.2, "clip_ratio_high": 0.28,
+        "policy_loss": {"_target_": "verl.workers.config.PolicyLossConfig", "loss_mode": loss_mode,
+                        "rollout_correction": {"rollout_rs_threshold": delta}}}))
+
+
+def test_mirrorpop_is_a_registered_verl_policy_loss():
+    """verl's actor looks the loss up by `policy_loss.loss_mode` and calls it with these keywords
+    (verl/workers/utils/losses.py `ppo_loss`); sequences with mean |log π_θ − log π_old| > δ leave the loss."""
     pytest.importorskip("verl", reason=VERL_MISSING)
-    from verl.trainer.ppo import rollout_corr_helper as helper
+    from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla, get_policy_loss_fn
 
-    from musacoder.integrations.verl import install_mirrorpop
+    import musacoder.integrations.verl  # noqa: F401 - importing registers the loss (actor_rollout_ref.model.external_lib)
 
-    assert install_mirrorpop() and install_mirrorpop()  # idempotent
+    config = _actor_config(0.5)
+    # what ppo_loss sets before the call: the token count of the whole mini-batch (here: this one)
+    config.global_batch_info.update({"dp_size": 1, "batch_num_tokens": 7, "global_batch_size": 3,
+                                     "loss_scale_factor": None})
+    loss_fn = get_policy_loss_fn(config.policy_loss.get("loss_mode", "vanilla"))
+    old = torch.tensor([[-1.0, -2.0, -1.0], [-0.5, -0.5, -0.5], [-1.0, -1.0, -1.0]])
     log_ratio = torch.tensor([[1.0, -1.0, 0.0], [0.1, -0.1, 0.05], [0.3, 0.3, 9.0]])
-    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 1, 0]])
-    got, metrics = helper.compute_rollout_rejection_mask(log_ratio, mask, "mirrorpop", 0.5)
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 1, 0]]).to(bool)
+    adv = torch.tensor([[1.0], [-1.0], [0.5]]).expand(3, 3)
+    current = (old + log_ratio).requires_grad_()
+    loss, metrics = loss_fn(old_log_prob=old, log_prob=current, advantages=adv, response_mask=mask,
+                            loss_agg_mode="token-mean", config=config, rollout_is_weights=None)
+    # |+1|,|-1| → mean 1 > δ although the signed mean is 0: popped; the other two stay
     keep = mirrorpop_keep(log_ratio, torch.zeros_like(log_ratio), mask, 0.5)
-    assert keep.tolist() == [False, True, True]  # |+1|,|-1| → mean 1 > δ although the signed mean is 0
-    assert torch.equal(got, mask * keep.unsqueeze(-1))
-    assert metrics["rollout_rs_mirrorpop_seq_masked_fraction"] == pytest.approx(1 / 3)
-    # verl's signed-mean option keeps the first sequence: it cannot express MirrorPop
-    signed, _ = helper.compute_rollout_rejection_mask(log_ratio, mask, "seq_mean_k1", str(float(torch.e ** 0.5)))
-    assert signed[0].sum() == 2
-    # composed with a verl option (each with its own threshold), and reached through verl's own caller
-    both, _ = helper.compute_rollout_rejection_mask(log_ratio, mask, "mirrorpop,token_k2", "0.5,0.02")
-    assert both.tolist() == [[0, 0, 0], [1, 1, 1], [0, 0, 0]]
-    old = torch.randn(3, 3)
-    _, full_mask, m = helper.compute_rollout_correction_and_rejection_mask(
-        old_log_prob=old, rollout_log_prob=old - log_ratio, response_mask=mask, rollout_is=None,
-        rollout_is_threshold=None, rollout_rs="mirrorpop", rollout_rs_threshold=0.5)
-    assert torch.equal(full_mask, got) and "rollout_corr/rollout_rs_mirrorpop_mean" in m
+    assert keep.tolist() == [False, True, True]
+    assert metrics["actor/mirrorpop_popped"] == pytest.approx(1 / 3)
+    assert metrics["actor/mirrorpop_popped_signed_rule"] == 0.0
+    assert metrics["actor/log_rho_abs_mean"] == pytest.approx((1.0 + 0.25 / 3 + 0.3) / 3)
+    # the loss is verl's PPO-clip loss over the kept sequences (popped tokens stay in the token-mean's denominator)
+    kept_mask = mask & keep.unsqueeze(-1)
+    want = compute_policy_loss_vanilla(old_log_prob=old, log_prob=old + log_ratio, advantages=adv,
+                                       response_mask=kept_mask, loss_agg_mode="token-mean", config=config)[0]
+    assert float(loss.detach()) == pytest.approx(float(want))
+    loss.backward()
+    assert current.grad[0].abs().sum() == 0 and current.grad[1].abs().sum() > 0  # no gradient from a popped sequence
+    # δ large enough: nothing popped, and the loss is verl's vanilla loss exactly
+    loose, m2 = loss_fn(old_log_prob=old, log_prob=old + log_ratio, advantages=adv, response_mask=mask,
+                        loss_agg_mode="token-mean", config=_actor_config(10.0), rollout_is_weights=None)
+    vanilla = get_policy_loss_fn("vanilla")(old_log_prob=old, log_prob=old + log_ratio, advantages=adv,
+                                            response_mask=mask, loss_agg_mode="token-mean", config=config)[0]
+    assert m2["actor/mirrorpop_popped"] == 0.0 and float(loose) == pytest.approx(float(vanilla))
+    with pytest.raises(ValueError, match="rollout_rs_threshold"):
+        loss_fn(old_log_prob=old, log_prob=current, advantages=adv, response_mask=mask, config=_actor_config(None))
 
 
 # ---- the agent loop against a fake model server --------------------------------------------------------------------

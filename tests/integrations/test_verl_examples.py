@@ -35,24 +35,73 @@ def test_make_dataset_rows(tmp_path):
     assert list(back["reward_model"][1].values()) == ["rule", "tasks/relu"]
 
 
-def test_grpo_config_composes_against_verls_schema():
-    pytest.importorskip("verl", reason=VERL_MISSING)
+def _compose_like_main_ppo(*overrides: str):
+    """The config `python -m verl.trainer.main_ppo --config-path examples/verl --config-name musacoder_grpo` builds:
+    our file as the primary config, verl's config folder on the search path (its `hydra.searchpath`)."""
     from hydra import compose, initialize_config_dir
-    from verl.utils.config import omega_conf_to_dataclass
 
     with initialize_config_dir(config_dir=str(EXAMPLES), version_base=None):
-        cfg = compose("musacoder_grpo")
-    omega_conf_to_dataclass(cfg.algorithm)  # the trainer's own check of the algorithm section
-    corr = cfg.algorithm.rollout_correction  # read as is by verl's trainer (ray_trainer.py)
-    assert corr.rollout_rs == "mirrorpop" and corr.rollout_rs_threshold == 0.1 and corr.rollout_is is None
+        return compose("musacoder_grpo", overrides=["actor_rollout_ref.model.path=Qwen/Qwen3-8B", *overrides])
+
+
+def _verl_startup_checks(cfg) -> None:
+    """What verl 0.9.1 checks before the first step: main_ppo.main's `validate_config` (the actor's
+    `__post_init__`/`validate` with the micro batch sizes, the rollout's log-prob micro batch, the batch
+    divisibility), the typed sections the trainer and workers build (`AlgoConfig`, `RolloutConfig`,
+    `CheckpointEngineConfig`), the tracking backends, the policy loss the actor looks up, and the worker's split of a
+    mini-batch over the data-parallel ranks (engine_workers.py `train_mini_batch`)."""
+    from verl.trainer.ppo.core_algos import get_policy_loss_fn
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+    from verl.utils.device import auto_set_device
+    from verl.utils.import_utils import import_external_libs
+    from verl.utils.tracking import Tracking
+
+    auto_set_device(cfg)
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    omega_conf_to_dataclass(cfg.algorithm)
+    omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
+    omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout.checkpoint_engine)
+    for backend in cfg.trainer.logger:
+        assert backend in Tracking.supported_backend, backend
+    import_external_libs(cfg.actor_rollout_ref.model.get("external_lib"))  # as HFModelConfig.__post_init__ does
+    get_policy_loss_fn(cfg.actor_rollout_ref.actor.policy_loss.loss_mode)
+    n_gpus = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
+    mini_responses = cfg.actor_rollout_ref.actor.ppo_mini_batch_size * cfg.actor_rollout_ref.rollout.n
+    assert mini_responses % n_gpus == 0, f"mini-batch of {mini_responses} responses over {n_gpus} ranks"
+
+
+def test_grpo_config_passes_verls_own_startup_checks():
+    pytest.importorskip("verl", reason=VERL_MISSING)
+    cfg = _compose_like_main_ppo()
+    _verl_startup_checks(cfg)
+    a, r, t = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout, cfg.trainer
+    # the paper's batch is 64 responses: verl counts prompts, each sampled n times
+    assert cfg.data.train_batch_size * r.n == 64 and r.n == 8
+    assert a.ppo_mini_batch_size * r.n == 16 and a.ppo_epochs == 2  # the embedded trainer's minibatch and epochs
+    assert t.save_freq > 0 and t.default_local_dir and t.resume_mode == "auto"
+    assert set(t.logger) - {"console"}, "a tracker that keeps the curves (tensorboard or wandb)"
+    assert a.policy_loss.loss_mode == "mirrorpop" and a.policy_loss.rollout_correction.rollout_rs_threshold == 0.1
+    assert cfg.data.val_files != cfg.data.train_files
     from verl.utils.import_utils import load_extern_object
 
     fn = load_extern_object(cfg.reward.custom_reward_function.path, cfg.reward.custom_reward_function.name)
     assert asyncio.iscoroutinefunction(fn)
-    hook = cfg.ray_kwargs.ray_init.runtime_env.worker_process_setup_hook
-    module, _, name = hook.rpartition(".")
-    assert callable(getattr(importlib.import_module(module), name))
-    assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "mooreeval_agent"
+    assert r.agent.default_agent_loop == "mooreeval_agent" and (REPO / r.agent.agent_loop_config_path).is_file()
+
+
+def test_verls_startup_checks_reject_what_they_should():
+    """The checks above can fail: the micro batch sizes the file once lacked, a batch the ranks cannot split, and a
+    policy loss nobody registered."""
+    pytest.importorskip("verl", reason=VERL_MISSING)
+    for overrides, message in (
+            (["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=null"], "ppo_micro_batch_size"),
+            (["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=null"], "log_prob_micro_batch_size"),
+            (["data.train_batch_size=1", "actor_rollout_ref.rollout.n=3", "actor_rollout_ref.actor.ppo_mini_batch_size=1"],
+             "real_train_batch_size"),
+            (["actor_rollout_ref.actor.policy_loss.loss_mode=no_such_loss"], "Unsupported loss mode")):
+        with pytest.raises(Exception, match=message):
+            _verl_startup_checks(_compose_like_main_ppo(*overrides))
 
 
 def test_agent_loop_entry_instantiates_like_verls_worker():

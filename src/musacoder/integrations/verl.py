@@ -9,11 +9,11 @@ Three pieces, each named in a verl config:
   PrimeEcho (`loss_turns="first"`, default) only the first response has mask 1 and the episode's reward is
   R = α·s₁ + (1−α)·max_k s_k + b_early (`musacoder.rl.primeecho`); later turns are generated from a context with
   earlier thinking stripped. Buffered Dynamic Retry replays groups that failed as repair prompts.
-- MirrorPop — verl's `algorithm.rollout_correction.rollout_rs` sequence options cannot express
-  mean_t |log ρ_t| ≤ δ: `seq_mean_k1` bounds the signed mean (the rule MirrorPop replaces), `seq_mean_k2`/`k3` bound
-  the mean of ½(log ρ)² or ρ−1−log ρ, and `seq_max_k2` the largest |log ρ_t|. None is the mean absolute log-ratio
-  for every sequence, so `install_mirrorpop()` adds the option `mirrorpop` (threshold δ) to verl's rejection step;
-  it composes with verl's own options (`"mirrorpop,token_k1"`).
+- `mirrorpop_policy_loss` — MirrorPop as a verl policy loss, registered as `mirrorpop` through verl's
+  `register_policy_loss` (`actor.policy_loss.loss_mode: mirrorpop`): in every micro-batch update, sequences whose
+  mean_t |log π_θ − log π_old| exceeds δ leave verl's PPO-clip loss. verl's own `rollout_rs` options cannot express
+  this rule (`seq_mean_k1` bounds the signed mean, the rule MirrorPop replaces; the others bound squares, k3 or
+  maxima; docs/verl.md).
 
 Dataset rows: `prompt` (chat messages), `reward_model.ground_truth` = a KernelBench id under the service's task root
 (`level1/19_ReLU`) or the problem file's text, and optionally `extra_info.backend`, `extra_info.set` (size
@@ -117,68 +117,68 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: Any, 
     return {"score": score_of(verdict, infra_score), **verdict_metrics(verdict)}
 
 
-# ---- MirrorPop as a verl rejection option -------------------------------------------------------------------------
-def mirrorpop_rejection_mask(log_ratio, response_mask, delta: float):
-    """verl's rejection contract for MirrorPop: keep sequence i iff mean_t |log ρ_{i,t}| ≤ δ over its response tokens
-    (`musacoder.rl.mirrorpop`); returns (response_mask with rejected sequences zeroed, metrics)."""
-    from musacoder.rl.mirrorpop import sequence_log_ratio_stats
+# ---- MirrorPop as a verl policy loss -------------------------------------------------------------------------------
+MIRRORPOP_LOSS = "mirrorpop"
 
-    abs_mean, _ = sequence_log_ratio_stats(log_ratio, log_ratio.new_zeros(()).expand_as(log_ratio), response_mask)
-    keep = abs_mean <= delta
-    valid = response_mask.sum(dim=-1) > 0
-    n_valid = max(int(valid.sum()), 1)
+
+def mirrorpop_delta(actor_config) -> float:
+    """δ for the `mirrorpop` loss: `actor.policy_loss.rollout_correction.rollout_rs_threshold` (verl's field for a
+    rejection threshold; verl itself reads `policy_loss.rollout_correction` only under its own `bypass_mode` loss)."""
+    corr = actor_config.policy_loss.get("rollout_correction", None) or {}
+    delta = corr.get("rollout_rs_threshold", None)
+    if delta is None:
+        raise ValueError("policy_loss.loss_mode 'mirrorpop' needs δ: set "
+                         "actor_rollout_ref.actor.policy_loss.rollout_correction.rollout_rs_threshold (e.g. 0.1)")
+    return float(delta)
+
+
+def mirrorpop_policy_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode: str = "token-mean",
+                          config=None, rollout_is_weights=None):
+    """verl policy loss `mirrorpop` (`actor.policy_loss.loss_mode: mirrorpop`): verl's PPO-clip loss
+    (`compute_policy_loss_vanilla`) over the sequences MirrorPop keeps.
+
+    With log ρ_{i,t} = log π_θ − log π_old over the response tokens of sequence i (π_θ the policy being updated in
+    this micro-batch, π_old the log-probs verl recomputed with the trainer's weights before the step's first update,
+    i.e. the weights that sampled the batch), sequence i stays in the loss iff mean_t |log ρ_{i,t}| ≤ δ
+    (`musacoder.rl.mirrorpop.mirrorpop_keep`). Popped sequences get a zero mask; verl's token-mean still divides by
+    the mini-batch's token count, as for verl's own rejection. Metrics: `actor/mirrorpop_popped` (share of sequences
+    popped), `actor/mirrorpop_popped_signed_rule` (what the signed-mean rule would pop), `actor/log_rho_abs_mean`."""
+    import torch
+    from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla
+
+    from musacoder.rl.mirrorpop import mirrorpop_keep, sequence_log_ratio_stats
+
+    delta = mirrorpop_delta(config)
+    with torch.no_grad():
+        current = log_prob.detach()
+        keep = mirrorpop_keep(current, old_log_prob, response_mask, delta)
+        keep_signed = mirrorpop_keep(current, old_log_prob, response_mask, delta, mode="signed")
+        abs_mean, _ = sequence_log_ratio_stats(current, old_log_prob, response_mask)
+        valid = response_mask.sum(dim=-1) > 0
+        n_valid = max(int(valid.sum()), 1)
     mask = response_mask * keep.unsqueeze(-1).to(response_mask.dtype)
-    metrics = {"rollout_rs_mirrorpop_seq_masked_fraction": float(((~keep) & valid).sum()) / n_valid,
-               "rollout_rs_mirrorpop_mean": float(abs_mean[valid].mean()) if bool(valid.any()) else 0.0,
-               "rollout_rs_mirrorpop_max": float(abs_mean[valid].max()) if bool(valid.any()) else 0.0}
-    return mask, metrics
+    loss, metrics = compute_policy_loss_vanilla(old_log_prob=old_log_prob, log_prob=log_prob, advantages=advantages,
+                                                response_mask=mask, loss_agg_mode=loss_agg_mode, config=config,
+                                                rollout_is_weights=rollout_is_weights)
+    metrics.update({"actor/mirrorpop_popped": float(((~keep) & valid).sum()) / n_valid,
+                    "actor/mirrorpop_popped_signed_rule": float(((~keep_signed) & valid).sum()) / n_valid,
+                    "actor/log_rho_abs_mean": float(abs_mean[valid].mean()) if bool(valid.any()) else 0.0})
+    return loss, metrics
 
 
-MIRRORPOP_OPTION = "mirrorpop"
-
-
-def install_mirrorpop() -> bool:
-    """Teach verl's `compute_rollout_rejection_mask` the option `mirrorpop` (idempotent; False without verl). Run it
-    in every process that computes the rollout correction, e.g. as Ray's `worker_process_setup_hook` (docs/verl.md)."""
+def register_mirrorpop() -> bool:
+    """Register `mirrorpop_policy_loss` in verl's policy-loss registry (`register_policy_loss`); False without verl.
+    Importing this module does it, so naming the module in `actor_rollout_ref.model.external_lib` registers the loss
+    in every verl process that builds the model config, the actor workers included."""
     try:
-        from verl.trainer.ppo import rollout_corr_helper as helper
+        from verl.trainer.ppo.core_algos import register_policy_loss
     except ImportError:
         return False
-    original = helper.compute_rollout_rejection_mask
-    if getattr(original, "_musacoder_mirrorpop", False):
-        return True
-
-    def with_mirrorpop(log_ratio, response_mask, rollout_rs="token_k1", rollout_rs_threshold=None):
-        options = [o.strip() for o in str(rollout_rs).split(",") if o.strip()]
-        if MIRRORPOP_OPTION not in options:
-            return original(log_ratio, response_mask, rollout_rs, rollout_rs_threshold)
-        if isinstance(rollout_rs_threshold, str):
-            specs = [s.strip() for s in rollout_rs_threshold.split(",") if s.strip()]
-        else:
-            specs = [str(rollout_rs_threshold)]
-        if len(specs) not in (1, len(options)):
-            raise ValueError(f"rollout_rs_threshold {rollout_rs_threshold!r}: give one threshold, or one per option "
-                             f"of {rollout_rs!r}")
-        specs = specs * len(options) if len(specs) == 1 else specs
-        i = options.index(MIRRORPOP_OPTION)
-        delta = float(specs[i])
-        mask, metrics = mirrorpop_rejection_mask(log_ratio, response_mask, delta)
-        rest = [(o, s) for k, (o, s) in enumerate(zip(options, specs)) if k != i]
-        if rest:
-            mask2, more = original(log_ratio, mask, ",".join(o for o, _ in rest), ",".join(s for _, s in rest))
-            mask = mask2
-            metrics.update(more)
-        metrics["rollout_rs_masked_fraction"] = float(1 - (mask.sum() / response_mask.sum().clamp_min(1)))
-        return mask, metrics
-
-    with_mirrorpop._musacoder_mirrorpop = True
-    helper.compute_rollout_rejection_mask = with_mirrorpop
+    register_policy_loss(MIRRORPOP_LOSS)(mirrorpop_policy_loss)
     return True
 
 
-def setup_worker() -> None:
-    """Ray `worker_process_setup_hook`: MirrorPop available in every verl worker process."""
-    install_mirrorpop()
+register_mirrorpop()
 
 
 # ---- Buffered Dynamic Retry across the samples of a group ---------------------------------------------------------
