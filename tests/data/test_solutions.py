@@ -109,6 +109,16 @@ def test_generate_and_build_datasets(tmp_path):
 
     rows, _ = load_rows([str(tmp_path / "out" / n) for n in ("solutions", "repair", "optimise", "reviewer")])
     assert len(rows) == 7 and detect_kind(rows) == "sft"
+    # ... and the stage folder itself, through its manifest (not run/'s JSONL files, which are not chat rows)
+    from musacoder.manifest import read_manifest
+
+    manifest = read_manifest(tmp_path / "out")
+    assert manifest.stage == "data" and manifest.files["sft"] == "sft.jsonl" and manifest.files["run"] == "run"
+    assert manifest.info["rows"] == counts
+    rows, origins = load_rows([str(tmp_path / "out")])
+    assert len(rows) == 7 and detect_kind(rows, "auto", origins) == "sft"
+    assert sorted(r["kind"] for r in rows) == ["optimise"] * 2 + ["repair", "reviewer", "reviewer", "reviewer",
+                                                                  "solution"]
     # a rerun resumes: nothing regenerated or re-verified
     again = ScriptedVerifier()
     generate(tasks, tmp_path / "out/run", verifier=again, **kw)
@@ -130,3 +140,23 @@ def test_generate_refuses_other_settings_on_resume(tmp_path):
     with pytest.raises(ResumeError, match="six_step"):  # prompts are the data stage's, checked before the runner's
         generate(tasks, tmp_path / "run", model=f"dir:{model}", backend="cpu", samples=1, turns=1,
                  keep_optimizing=False, six_step=False, verifier=ScriptedVerifier(), progress=False)
+
+
+def test_rft_stage_folder_names_its_pool_rows(tmp_path):
+    from musacoder.data.rft import build_rft
+    from musacoder.manifest import read_manifest
+    from musacoder.sft.dataset import detect_kind, load_rows
+
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    for name in ("relu.py", "scale_bias_sum.py"):
+        shutil.copy(EXAMPLE_TASKS / name, tasks / name)
+    generate(tasks, tmp_path / "out/run", model=f"dir:{_script(tmp_path)}", backend="cpu", samples=2, turns=1,
+             keep_optimizing=False, verifier=ScriptedVerifier(), progress=False)
+    counts = build_rft(tmp_path / "out/run", tmp_path / "out", cap=4, threshold=0.7, inputs={"tasks": str(tasks)})
+    assert counts["tasks_with_pool"] == 1  # relu: sample 0 accepted at turn 1; scale_bias_sum: none
+    manifest = read_manifest(tmp_path / "out")
+    assert manifest.files == {"sft": "rft.jsonl", "rft": "rft/data.parquet", "run": "run"}
+    assert manifest.inputs["tasks"] == str(tasks)
+    rows, origins = load_rows([str(tmp_path / "out")])
+    assert len(rows) == 1 and detect_kind(rows, "auto", origins) == "rft" and rows[0]["task"] == "relu"
