@@ -65,6 +65,18 @@ class EnvConfig(_Section):
                                       "included); later it is an infra_error, whose group is left out of the loss.")
     toy_letters: str = Field("abcdefgh", description="Toy tasks: letters to ask for.")
     toy_length: int = Field(3, ge=1, description="Toy tasks: answer length.")
+    toy_pattern: Literal["repeat", "ascend"] = Field("repeat", description="Toy tasks: 'repeat' = the letter L "
+                                                     "times; 'ascend' = the letters from it on, cycling "
+                                                     "through toy_letters ('c=' -> 'cdefgh').")
+    toy_credit: Literal["share", "prefix", "binary"] = Field("share", description="Toy score: share of right "
+                                                             "positions, length of the right prefix / L, or 1 "
+                                                             "only for a pass.")
+    toy_feedback: Literal["letter", "positions"] = Field("letter", description="Toy feedback: the letter only, or "
+                                                         "also the right character at each wrong position.")
+    toy_flip_prob: float = Field(0.0, ge=0, le=1, description="Toy reward noise: chance that a score s becomes "
+                                 "1 - s (passes stay true).")
+    toy_score_noise: float = Field(0.0, ge=0, description="Toy reward noise: std of Gaussian noise added to the "
+                                   "score.")
     charset: str | None = Field(None, description="CharTokenizer characters; default: the toy charset for 'toy', "
                                 "printable ASCII otherwise.")
 
