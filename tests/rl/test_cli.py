@@ -40,4 +40,4 @@ def test_register_joins_an_existing_train_group():
     app.add_typer(train, name="train")
     register(app)
     assert [g.name for g in app.registered_groups] == ["train"]
-    assert {c.name for c in train.registered_commands} == {"sft", "rl"}
+    assert {"sft", "rl"} <= {c.name for c in train.registered_commands}

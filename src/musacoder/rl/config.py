@@ -1,7 +1,8 @@
 """Configuration of an RL run. Every option is documented where it is declared; files are TOML, YAML or JSON.
 
 Defaults follow the paper where it states a value (lr 1e-6, grad clip 0.5, group size 8, 64 episodes per step,
-temperature 0.9, top-p 0.95, α = 0.75); the rest are marked as our choice in docs/rl.md.
+temperature 0.9, top-p 0.95, α = 0.75, a KL term, a single-turn warm-up before multi-turn RL with at most 3
+responses); where it states none the value is ours, and docs/rl.md's table of defaults says why.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ class LoraConfig(_Section):
 
 class ModelConfig(_Section):
     name_or_path: str | None = Field(
-        None, description="Local Hugging Face model directory or hub id; unset = a tiny Llama built from `tiny`.")
+        None, description="A Hugging Face model folder, the output folder of `train sft|rft|rl` (the model its "
+        "musacoder.json names), or a hub id; unset = a tiny Llama built from `tiny`.")
     tokenizer: str | None = Field(
         None, description="'char' (offline CharTokenizer over `env.charset`), or a tokenizer path; default: the "
         "model's own tokenizer, or 'char' for the tiny model.")
@@ -79,6 +81,14 @@ class EnvConfig(_Section):
                                    "score.")
     charset: str | None = Field(None, description="CharTokenizer characters; default: the toy charset for 'toy', "
                                 "printable ASCII otherwise.")
+    metadata: bool = Field(True, description="Kernel prompts carry the reference's shape/stride/dtype metadata "
+                           "(`musacoder.prompts.metadata`), as the SFT/RFT data of `musacoder data` do.")
+    six_step: bool = Field(True, description="Kernel prompts ask for the six-step solution scheme, as the SFT/RFT "
+                           "data of `musacoder data` do.")
+    few_shot: bool = Field(False, description="Kernel prompts carry one worked example (as `bench --few-shot`).")
+    eval_tasks: list[str] = Field(default_factory=list, description="Held-out kernel tasks (files, directories, "
+                                  "globs) evaluated every `run.eval_every` steps; toy runs evaluate the toy tasks "
+                                  "when this is empty.")
 
 
 class RolloutConfig(_Section):
@@ -96,20 +106,26 @@ class GRPOConfig(_Section):
     prompts_per_step: int = Field(8, ge=1, description="Prompts (groups) per step; episodes = this × group_size.")
     clip_low: float = Field(0.2, ge=0, description="ε_low: ratio clipped below at 1 − ε_low.")
     clip_high: float = Field(0.28, ge=0, description="ε_high: ratio clipped above at 1 + ε_high.")
-    kl_coef: float = Field(0.0, ge=0, description="Weight of the k3 KL to the frozen initial policy (0 = off, no "
-                           "reference model kept).")
+    kl_coef: float = Field(0.001, ge=0, description="β: weight of the k3 KL to the frozen initial policy (0 = off, "
+                           "no reference model kept). The paper has a KL term but gives no β; 0.001 is ours.")
     adv_eps: float = Field(1e-6, gt=0, description="ε in A = (r − mean)/(std + ε).")
     epochs: int = Field(2, ge=1, description="Optimisation passes over each batch; passes after the first are "
                         "off-policy, which is where MirrorPop acts.")
     minibatch_size: int = Field(16, ge=1, description="Sequences per optimiser step.")
+    micro_batch_size: int = Field(2, ge=1, description="Sequences per forward/backward pass; a minibatch is split "
+                                  "into micro batches whose gradients add up to the unsplit minibatch's.")
+    logprob_chunk_size: int = Field(1024, ge=1, description="Response positions whose vocabulary-wide logits are "
+                                    "materialised at once (per micro batch) when log-probs are computed; each "
+                                    "chunk is recomputed in the backward pass instead of kept.")
     lr: float = Field(1e-6, gt=0, description="AdamW learning rate.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     grad_clip: float = Field(0.5, gt=0, description="Gradient-norm clip.")
 
 
 class MultiTurnConfig(_Section):
-    single_turn_steps: int = Field(0, ge=0, description="Steps of single-turn warm-up (stage A) before the "
-                                   "multi-turn stage B; set >= steps for single-turn only.")
+    single_turn_steps: int = Field(50, ge=0, description="Steps of single-turn warm-up (stage A) before the "
+                                   "multi-turn stage B (the paper's order; its length is unpublished, 50 is ours); "
+                                   "0 = multi-turn from the start, >= steps = single-turn only.")
     max_turns: int = Field(3, ge=1, description="Model responses per episode in stage B (early stop on a pass).")
     loss_turns: Literal["first", "all"] = Field("first", description="'first' = PrimeEcho's rule, the loss sees "
                                                 "the first response only; 'all' = every response, each from its "
@@ -144,8 +160,23 @@ class RunConfig(_Section):
     out_dir: str = Field("runs/rl", description="Run directory: metrics.jsonl, checkpoints/, config.json.")
     save_every: int = Field(50, ge=0, description="Checkpoint every N steps (0 = only at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept on disk.")
-    resume: bool = Field(True, description="Continue from the latest checkpoint in out_dir when there is one.")
-    tensorboard: bool = Field(True, description="Also log to TensorBoard when it is installed.")
+    resume: bool | str = Field(True, description="true: continue from the newest checkpoint in out_dir when the "
+                               "recorded config.json agrees on every setting that shapes training (else an error "
+                               "names the differences); false (--fresh): start over, removing the earlier "
+                               "checkpoints and metrics; a checkpoint path: continue from it with the new settings.")
+    eval_every: int = Field(0, ge=0, description="Evaluate on env.eval_tasks before training and every N steps "
+                            "(0 = never); eval/ keys in metrics.jsonl.")
+    eval_samples: int = Field(1, ge=1, description="Samples per held-out task at each evaluation.")
+    eval_temperature: float = Field(0.0, ge=0, description="Evaluation sampling temperature (0 = greedy; else with "
+                                    "rollout.top_p).")
+    tensorboard: bool = Field(False, description="Also log to TensorBoard under tb/ (needs the `tensorboard` "
+                              "extra; enabled without it is an error).")
+    wandb: bool = Field(False, description="Also log to Weights & Biases (needs the `wandb` extra; enabled without "
+                        "it is an error).")
+    wandb_project: str = Field("musacoder", description="W&B project; the run is named after out_dir.")
+    wandb_mode: Literal["online", "offline"] = Field("offline", description="'offline' writes under "
+                                                     "out_dir/wandb (upload later with `wandb sync`); 'online' "
+                                                     "needs a login.")
     threads: int | None = Field(None, ge=1, description="torch CPU threads (unset = torch's default).")
 
 

@@ -125,7 +125,11 @@ class EpisodeEnv:
 class KernelEnv(EpisodeEnv):
     """One multi-turn kernel-writing episode scored by MooreEval.
 
-    Prompts and feedback messages come from `musacoder.prompts`. `verifier` is called as
+    Prompts are those of the SFT/RFT data (`musacoder.data.solutions.stage2_messages`: the bench prompt of
+    `musacoder.prompts`, with the reference's shape/stride/dtype metadata when `metadata`, the six-step solution
+    scheme when `six_step`, a worked example when `few_shot`); feedback messages come from `musacoder.prompts`.
+    `prompt_cache` (a dict shared by the episodes of a run) keeps each task's first-turn messages, so the metadata
+    is worked out once per task. `verifier` is called as
     `verifier(task, response, backend=..., overrides=..., config=...)` and returns a `Verdict` (default:
     `musacoder.verify`; a `musacoder.client.RemoteVerifier` verifies through `musacoder serve`, see
     `verifier_from_config`): score = `verdict.reward`, passed = `verdict.correct and verdict.legal`, feedback =
@@ -142,6 +146,9 @@ class KernelEnv(EpisodeEnv):
         max_turns: int = 3,
         executor: Executor | None = None,
         few_shot: bool = False,
+        metadata: bool = False,
+        six_step: bool = False,
+        prompt_cache: dict | None = None,
     ):
         super().__init__(max_turns=max_turns, executor=executor)
         self.verifier = verifier
@@ -149,6 +156,9 @@ class KernelEnv(EpisodeEnv):
         self.overrides = overrides
         self.config = config
         self.few_shot = few_shot
+        self.metadata = metadata
+        self.six_step = six_step
+        self.prompt_cache = prompt_cache
 
     def reset(self, task, prompt: str | None = None) -> str:
         if isinstance(task, (str, Path)):
@@ -158,10 +168,31 @@ class KernelEnv(EpisodeEnv):
         return super().reset(task, prompt)
 
     def first_messages(self, task) -> list[dict[str, str]]:
-        from musacoder.prompts import first_turn_messages
-
         # the prompt needs a target; MooreEval infers the backend from the code when `backend` is None
-        return first_turn_messages(task.source, self.backend or "cuda", few_shot=self.few_shot)
+        backend = self.backend or "cuda"
+        key = (task.name, hash(task.source), backend, self.metadata, self.six_step, self.few_shot)
+        if self.prompt_cache is not None and key in self.prompt_cache:
+            return [dict(m) for m in self.prompt_cache[key]]
+        meta = None
+        if self.metadata:
+            from musacoder.prompts.metadata import task_metadata
+
+            meta = task_metadata(task) or None
+        if self.few_shot:
+            from musacoder.prompts import first_turn_messages
+
+            messages = first_turn_messages(task.source, backend, metadata=meta, few_shot=True)
+            if self.six_step:
+                from musacoder.data.solutions import SIX_STEP
+
+                messages[-1] = {"role": "user", "content": messages[-1]["content"] + "\n\n" + SIX_STEP}
+        else:
+            from musacoder.data.solutions import stage2_messages
+
+            messages = stage2_messages(task.source, backend, meta, self.six_step)
+        if self.prompt_cache is not None:
+            self.prompt_cache[key] = [dict(m) for m in messages]
+        return messages
 
     def feedback_message(self, round_n: int, outcome: Outcome) -> str:
         from musacoder.prompts import feedback_message
@@ -175,5 +206,6 @@ class KernelEnv(EpisodeEnv):
         verdict = verifier(task, response, backend=self.backend, overrides=self.overrides, config=self.config)
         # an infra_error has no reward (None); its −1 here is never learned from: the trainer drops its group
         score = -1.0 if verdict.reward is None else float(verdict.reward)
-        return Outcome(score=score, passed=bool(verdict.correct and verdict.legal),
-                       feedback=verdict.feedback or f"status: {verdict.status}", status=verdict.status)
+        passed = bool(verdict.correct and verdict.legal)
+        return Outcome(score=score, passed=passed, feedback=verdict.feedback or f"status: {verdict.status}",
+                       status=verdict.status, speedup=verdict.speedup if passed else None)

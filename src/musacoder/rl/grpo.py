@@ -56,13 +56,17 @@ def clipped_policy_loss(
     clip_high: float = 0.28,
     ref_log_probs: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    normaliser: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Token-mean GRPO loss with asymmetric clipping.
 
     Tensors are [B, T]; `advantages` is [B] (one value per sequence) or [B, T]. With ρ_t = exp(log π_θ − log π_old):
 
         ℓ_t = max(−A·ρ_t, −A·clip(ρ_t, 1 − clip_low, 1 + clip_high)) + kl_coef · k3_t
-        loss = Σ_t ℓ_t·m_t / Σ_t m_t      (m = loss_mask, summed over the whole batch)
+        loss = Σ_t ℓ_t·m_t / N      (m = loss_mask, summed over the whole batch; N = Σ_t m_t, or `normaliser`)
+
+    `normaliser` lets a micro batch of a larger minibatch divide by the minibatch's token count, so the micro
+    batches' gradients add up to the minibatch's.
 
     Returns the loss and detached statistics: `clip_frac` (share of masked tokens where the clipped branch is the
     active one), `kl` (token-mean k3, 0 without a reference) and `ratio_mean`.
@@ -78,7 +82,10 @@ def clipped_policy_loss(
         kl = kl_k3(log_probs, ref_log_probs)
         per_token = per_token + kl_coef * kl
         kl_value = masked_token_mean(kl.detach(), loss_mask)
-    loss = masked_token_mean(per_token, loss_mask)
+    if normaliser is None:
+        loss = masked_token_mean(per_token, loss_mask)
+    else:
+        loss = (per_token * loss_mask.to(per_token.dtype)).sum() / normaliser
     with torch.no_grad():
         clip_frac = masked_token_mean((clipped > unclipped).to(log_probs.dtype), loss_mask)
         ratio_mean = masked_token_mean(ratio, loss_mask)

@@ -17,6 +17,7 @@ class Outcome:
     passed: bool  # correct and legal
     feedback: str  # the user message for the next turn
     status: str = "ok"
+    speedup: float | None = None  # over the PyTorch baseline, for a passing kernel MooreEval timed
 
 
 @dataclass

@@ -45,7 +45,8 @@ def _eos_set(tokenizer, model) -> set[int]:
 
 
 class HFGenerator:
-    """Sampling with `transformers` `generate` on the policy being trained."""
+    """Sampling with `transformers` `generate` on the policy being trained; `temperature` 0 decodes greedily
+    (evaluation), and its log-probs are then those of softmax(logits)."""
 
     def __init__(self, model, tokenizer, temperature: float, top_p: float, max_new_tokens: int):
         self.model, self.tokenizer = model, tokenizer
@@ -65,16 +66,17 @@ class HFGenerator:
             attention[i, width - len(c):] = 1
         was_training = self.model.training
         self.model.eval()
+        greedy = self.temperature == 0
+        sampling = {} if greedy else {"temperature": self.temperature, "top_p": self.top_p, "top_k": 0}
         out = self.model.generate(
-            input_ids=input_ids.to(device), attention_mask=attention.to(device), do_sample=True,
-            temperature=self.temperature, top_p=self.top_p, top_k=0, max_new_tokens=self.max_new_tokens,
-            pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids), return_dict_in_generate=True,
-            output_logits=True,
+            input_ids=input_ids.to(device), attention_mask=attention.to(device), do_sample=not greedy,
+            max_new_tokens=self.max_new_tokens, pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids),
+            return_dict_in_generate=True, output_logits=True, **sampling,
         )
         self.model.train(was_training)
         seq = out.sequences[:, width:]
         logits = torch.stack(out.logits, dim=1)[:, : seq.shape[1]].float()
-        logps = torch.log_softmax(logits / self.temperature, dim=-1).gather(-1, seq.unsqueeze(-1)).squeeze(-1)
+        logps = torch.log_softmax(logits / (self.temperature or 1.0), dim=-1).gather(-1, seq.unsqueeze(-1)).squeeze(-1)
         return [_cut_at_eos(s.tolist(), lp.tolist(), self.eos_ids) for s, lp in zip(seq.cpu(), logps.cpu())]
 
 

@@ -1,6 +1,9 @@
 """An offline character-level tokenizer, for tiny models built from a config (tests, the CPU example).
 
-Real runs use the model's own Hugging Face tokenizer; this one needs no files and no network.
+Real runs use the model's own Hugging Face tokenizer; this one needs no files and no network. `save_pretrained`
+writes it as a `transformers` fast tokenizer (same ids, a chat template that renders contexts as `render_context`
+does without one), so `AutoTokenizer.from_pretrained` loads a run's final/ folder back: what `bench --model hf:`
+and a second `train rl` need.
 """
 
 from __future__ import annotations
@@ -8,6 +11,11 @@ from __future__ import annotations
 import string
 
 SPECIALS = ("<pad>", "<eos>", "<unk>")
+
+# the plain rendering of `musacoder.rl.rollout.render_context` as a chat template: contents concatenated, each
+# assistant message followed by a newline
+PLAIN_CHAT_TEMPLATE = ("{% for m in messages %}{{ m['content'] }}{% if m['role'] == 'assistant' %}{{ '\\n' }}"
+                       "{% endif %}{% endfor %}")
 
 
 class CharTokenizer:
@@ -41,3 +49,20 @@ class CharTokenizer:
                 continue
             out.append(self.itos[i])
         return "".join(out)
+
+    def to_hf(self):
+        """The same tokenizer as a `transformers.PreTrainedTokenizerFast`: one token per character (same ids,
+        unknown characters -> `<unk>`), decoding without separators, and `PLAIN_CHAT_TEMPLATE`."""
+        from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+        from transformers import PreTrainedTokenizerFast
+
+        tok = Tokenizer(models.WordLevel(vocab=dict(self.stoi), unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # every character alone
+        tok.decoder = decoders.Fuse()
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+        fast.chat_template = PLAIN_CHAT_TEMPLATE
+        return fast
+
+    def save_pretrained(self, path) -> tuple[str, ...]:
+        """Write the tokenizer files `AutoTokenizer.from_pretrained(path)` loads (see `to_hf`)."""
+        return self.to_hf().save_pretrained(str(path))
