@@ -266,8 +266,10 @@ def write_run_manifest(config: BenchConfig, run_dir: RunDir, *, reported: bool) 
     if reported:
         files.update(summary="summary.json", report="report.md")
     inputs = {"model": config.model, "suite": config.suite}
-    if config.model.startswith("hf:") and Path(config.model[3:]).exists():
-        inputs["model_path"] = str(Path(config.model[3:]).resolve())
+    if config.model.startswith("hf:") and Path(config.model[3:]).is_dir():
+        from musacoder.models.hf_local import model_folder
+
+        inputs["model_path"] = str(Path(model_folder(config.model[3:])).resolve())  # the weights evaluated
     return write_manifest(run_dir.root, Manifest(stage="bench", inputs=inputs, files=files,
                                                  info={"backend": config.backend, "samples": config.samples,
                                                        "turns": config.turns}))
