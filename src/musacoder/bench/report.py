@@ -8,6 +8,13 @@ summary.json: {"run": {model, suite, backend, k, turns, …, status counts}, "<g
 each group block (`level1`, `level2`, …, or the suite name for tasks without a level) holds `pass_at_k`,
 `avg_at_k`, `faster_rate_eager`, `faster_rate_compile`, `fast_p` (keyed "0.0" … "2.0"), `geomean_speedup`, a
 `first_turn` block with the same metrics, counts and turns-to-success statistics (see `metrics.summarize`).
+
+Training curves: a training run folder (`musacoder train rl|sft` output, holding metrics.jsonl) gets
+`training_report.md` and `training_report.html` from `write_training_report`: reward, pass rates, MirrorPop keep rate,
+retry buffer size, KL and loss against step, whichever of them its metrics hold (each missing one is named in a
+note). `write_reports` writes them when given such a folder, and adds the same curves beside a benchmark's plots
+when the benchmarked model (`hf:PATH` / `vllm:PATH`) is a training output folder or sits in one, or when `training=`
+names one.
 """
 
 from __future__ import annotations
@@ -15,7 +22,10 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
+import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -228,8 +238,9 @@ def _run_line(summary: dict[str, Any]) -> str:
 
 def render(summary: dict[str, Any], plots: dict[str, str] | None, root: str | Path,
            other: dict[str, Any] | None = None, other_root: str | Path | None = None,
-           only: tuple[list[str], list[str]] | None = None) -> tuple[str, str]:
-    """(markdown, html) of a report."""
+           only: tuple[list[str], list[str]] | None = None,
+           training: tuple[list[str], list[str]] | None = None) -> tuple[str, str]:
+    """(markdown, html) of a report; `training` = (markdown lines, html parts) of a training-curves section."""
     header, rows = metric_rows(summary)
     status = summary["run"]["status_counts_first_turn"]
     status_rows = [[s, str(n)] for s, n in sorted(status.items(), key=lambda kv: -kv[1])]
@@ -263,14 +274,25 @@ def render(summary: dict[str, Any], plots: dict[str, str] | None, root: str | Pa
     else:
         md += ["(Plots skipped: install matplotlib, e.g. `pip install 'musacoder[report]'`.)", ""]
         body.append("<p>Plots skipped: matplotlib is not installed.</p>")
+    if training is not None:
+        md += training[0]
+        body += training[1]
     page = ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>musacoder benchmark report</title>"
             f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
     return "\n".join(md) + "\n", page
 
 
 def write_reports(root: str | Path, compare: str | Path | None = None,
-                  threshold: float = FASTER_THRESHOLD) -> dict[str, Any]:
-    """Write summary.json, report.md and report.html into `root`; return the summary."""
+                  threshold: float = FASTER_THRESHOLD, training: str | Path | None = None) -> dict[str, Any]:
+    """Write summary.json, report.md and report.html into `root`; return the summary.
+
+    A training run folder (metrics.jsonl, no tasks.jsonl) gets its training report instead
+    (`write_training_report`) and the return value is {} (there is no benchmark summary). `training` names a
+    training run folder whose curves go beside the benchmark's plots; by default the one the benchmarked model
+    comes from, when there is one."""
+    if is_training_run(root):
+        write_training_report(root)
+        return {}
     rd = RunDir(root)
     summary = build_summary(root, threshold)
     other = build_summary(compare, threshold) if compare is not None else None
@@ -281,8 +303,176 @@ def write_reports(root: str | Path, compare: str | Path | None = None,
     plots = make_plots(summary, best_turn_speedups(root), other,
                        labels=(f"A: {summary['run']['model']}", f"B: {other['run']['model']}") if other else
                        (str(summary["run"]["model"]), ""))
-    md, page = render(summary, plots, root, other, compare, only)
+    training = training or training_run_of_model(str(summary["run"].get("model") or ""))
+    section = None
+    if training is not None:
+        rows = load_training_metrics(training)
+        panels, notes = training_curves(rows)
+        section = training_section(training, rows, panels, notes, make_training_plots(panels), level=2)
+    md, page = render(summary, plots, root, other, compare, only, training=section)
     rd.write_json("summary.json", summary)
     rd.write_text("report.md", md)
     rd.write_text("report.html", page)
     return summary
+
+
+# ---------------------------------------------------------------- training curves (RL / SFT run folders)
+
+
+def _mirrorpop_keep_rate(row: dict) -> float | None:
+    checked = row.get("mirrorpop_checked")
+    return 1.0 - row["mirrorpop_popped"] / checked if checked and "mirrorpop_popped" in row else None
+
+
+# panel title → (series label, metrics key or function of a row); RL keys from musacoder.rl.trainer (docs/rl.md),
+# `eval_pass1` from benchmarks/ablation.py, loss/learning_rate/grad_norm also from musacoder.sft
+TRAINING_PANELS: tuple[tuple[str, tuple[tuple[str, str | Callable[[dict], float | None]], ...]], ...] = (
+    ("Reward", (("batch mean reward", "reward_mean"),)),
+    ("pass@1", (("held-out pass@1", "eval/pass_at_1"), ("fresh-prompt pass@1", "eval_pass1"),
+                ("batch: first turn passes", "pass_first"), ("batch: any turn passes", "pass_any"))),
+    ("MirrorPop keep rate", (("kept / checked sequences", _mirrorpop_keep_rate),)),
+    ("Retry buffer size", (("entries after the step", "retry_buffer"),)),
+    ("KL to the reference policy", (("k3 KL", "kl"),)),
+    ("Loss", (("loss", "loss"),)),
+    ("Learning rate", (("learning rate", "learning_rate"),)),
+)
+
+
+def is_training_run(root: str | Path) -> bool:
+    """A training output folder: metrics.jsonl and no benchmark tasks.jsonl."""
+    root = Path(root)
+    return (root / "metrics.jsonl").is_file() and not (root / "tasks.jsonl").exists()
+
+
+def training_run_of_model(model: str) -> Path | None:
+    """The training run folder a benchmarked model spec (`hf:PATH`, `vllm:PATH`) comes from: PATH itself or its
+    parent (PATH = RUN/final), when it holds metrics.jsonl; else None."""
+    kind, _, path = model.partition(":")
+    if kind not in ("hf", "vllm") or not path:
+        return None
+    p = Path(path)
+    for folder in (p, p.parent):
+        if folder.is_dir() and is_training_run(folder):
+            return folder
+    return None
+
+
+def load_training_metrics(root: str | Path) -> list[dict]:
+    """The rows of ROOT/metrics.jsonl; a torn line (a run still writing) is skipped."""
+    path = Path(root) / "metrics.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{root} has no metrics.jsonl: point at the output folder of `musacoder train rl` "
+                                "or `train sft`")
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def training_curves(rows: list[dict]) -> tuple[dict[str, dict[str, tuple[list[float], list[float]]]], list[str]]:
+    """Panels of training curves from metrics rows: {panel: {series: (steps, values)}}, and a note for each series
+    the rows do not hold. The x value is the row's `step` (its index when absent); NaN and missing values are
+    skipped point by point."""
+    panels: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
+    notes: list[str] = []
+    for title, series in TRAINING_PANELS:
+        for label, key in series:
+            xs, ys = [], []
+            for i, row in enumerate(rows):
+                y = _number(key(row) if callable(key) else row.get(key))
+                x = _number(row.get("step", i))
+                if y is not None and x is not None:
+                    xs.append(x)
+                    ys.append(y)
+            if xs:
+                panels.setdefault(title, {})[label] = (xs, ys)
+            else:
+                name = "mirrorpop_popped / mirrorpop_checked" if callable(key) else key
+                notes.append(f"{title}: {label} skipped, no `{name}` in metrics.jsonl")
+    return panels, notes
+
+
+def make_training_plots(panels: dict[str, dict[str, tuple[list[float], list[float]]]]) -> dict[str, str] | None:
+    """title → base64 PNG, one per panel; None without matplotlib."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    plots = {}
+    for title, series in panels.items():
+        fig = Figure(figsize=(6, 3.2))
+        ax = fig.add_subplot()
+        for label, (xs, ys) in series.items():
+            ax.plot(xs, ys, marker="." if len(xs) < 60 else None, lw=1.2, label=label)
+        ax.set_xlabel("step")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        if len(series) > 1:
+            ax.legend(fontsize=8)
+        plots[title] = _png(fig)
+    return plots
+
+
+def training_rows(panels: dict[str, dict[str, tuple[list[float], list[float]]]]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the curves' table: per series its points, first, last, min and max value."""
+    rows = []
+    for title, series in panels.items():
+        for label, (_, ys) in series.items():
+            rows.append([title, label, str(len(ys))] + [f"{v:.4g}" for v in (ys[0], ys[-1], min(ys), max(ys))])
+    return ["Panel", "Series", "Points", "First", "Last", "Min", "Max"], rows
+
+
+def training_section(root: str | Path, rows: list[dict], panels, notes: list[str], plots: dict[str, str] | None,
+                     level: int = 1) -> tuple[list[str], list[str]]:
+    """(markdown lines, html parts) of the training curves of run folder `root`."""
+    h = "#" * level
+    steps = [r["step"] for r in rows if isinstance(r.get("step"), (int, float))]
+    line = f"{len(rows)} metrics rows" + (f", steps {min(steps)}–{max(steps)}" if steps else "")
+    header, table_rows = training_rows(panels)
+    md = [f"{h} Training curves: {root}", "", line, ""]
+    body = [f"<h{level}>Training curves: {html.escape(str(root))}</h{level}>", f"<p>{html.escape(line)}</p>"]
+    if table_rows:
+        md += [_md_table(header, table_rows), ""]
+        body.append(_html_table(header, table_rows))
+    else:
+        md += ["No known series in metrics.jsonl.", ""]
+        body.append("<p>No known series in metrics.jsonl.</p>")
+    if notes:
+        md += [f"- {n}" for n in notes] + [""]
+        body.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    if plots:
+        for title, data in plots.items():
+            body.append(f"<h{level + 1}>{html.escape(title)}</h{level + 1}><img alt=\"{html.escape(title)}\" "
+                        f"src=\"data:image/png;base64,{data}\">")
+        md += ["Plots: see the HTML report.", ""]
+    elif panels:
+        md += ["(Plots skipped: install matplotlib, e.g. `pip install 'musacoder[report]'`.)", ""]
+        body.append("<p>Plots skipped: matplotlib is not installed.</p>")
+    return md, body
+
+
+def write_training_report(root: str | Path) -> dict[str, Any]:
+    """Write training_report.md and training_report.html into training run folder `root`; return
+    {"rows": n, "series": {panel: {series: {"last", "min", "max"}}}, "notes": [...]}."""
+    rows = load_training_metrics(root)
+    panels, notes = training_curves(rows)
+    md, body = training_section(root, rows, panels, notes, make_training_plots(panels))
+    page = ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>musacoder training report</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
+    rd = RunDir(root)
+    rd.write_text("training_report.md", "\n".join(md) + "\n")
+    rd.write_text("training_report.html", page)
+    return {"rows": len(rows), "notes": notes,
+            "series": {t: {lab: {"last": ys[-1], "min": min(ys), "max": max(ys)} for lab, (_, ys) in s.items()}
+                       for t, s in panels.items()}}
