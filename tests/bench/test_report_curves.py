@@ -46,6 +46,8 @@ def test_rl_series_and_derived_keep_rate():
     assert panels["KL to the reference policy"]["k3 KL"][1][-1] == pytest.approx(0.06)
     assert panels["Loss"]["loss"][0] == [1, 2, 4, 5, 6]  # the NaN point is left out
     assert "Learning rate" not in panels
+    logged = [{**r, "mirrorpop_keep_rate": 0.5} for r in rl_rows()]  # the trainer's own figure wins
+    assert training_curves(logged)[0]["MirrorPop keep rate"]["kept / checked sequences"][1] == [0.5] * 6
     assert any("learning_rate" in n for n in notes) and any("eval_pass1" in n for n in notes)
 
 

@@ -320,6 +320,8 @@ def write_reports(root: str | Path, compare: str | Path | None = None,
 
 
 def _mirrorpop_keep_rate(row: dict) -> float | None:
+    if "mirrorpop_keep_rate" in row:  # logged by the trainer itself
+        return row["mirrorpop_keep_rate"]
     checked = row.get("mirrorpop_checked")
     return 1.0 - row["mirrorpop_popped"] / checked if checked and "mirrorpop_popped" in row else None
 
@@ -398,7 +400,7 @@ def training_curves(rows: list[dict]) -> tuple[dict[str, dict[str, tuple[list[fl
             if xs:
                 panels.setdefault(title, {})[label] = (xs, ys)
             else:
-                name = "mirrorpop_popped / mirrorpop_checked" if callable(key) else key
+                name = "mirrorpop_keep_rate` or `mirrorpop_popped / mirrorpop_checked" if callable(key) else key
                 notes.append(f"{title}: {label} skipped, no `{name}` in metrics.jsonl")
     return panels, notes
 
