@@ -89,11 +89,33 @@ class SFTRunConfig(_Section):
     threads: int | None = Field(None, ge=1, description="torch CPU threads (unset = torch's default).")
 
 
+class SFTEvalConfig(_Section):
+    tasks: str | None = Field(None, description="Held-out kernel tasks: a folder of KernelBench-format task files "
+                              "(or a KernelBench root with level folders). Unset = no evaluation.")
+    select: list[str] = Field(default_factory=list, description="Globs on task names within `tasks` (empty = all).")
+    every: int = Field(0, ge=0, description="Optimiser steps between evaluations; the run is also evaluated before "
+                       "its first step and after its last (0 = only then).")
+    samples: int = Field(1, ge=1, description="Answers per task (pass@1 is averaged over them).")
+    temperature: float = Field(0.0, ge=0, description="Sampling temperature (0 = greedy).")
+    max_new_tokens: int = Field(1024, ge=1, description="Longest answer.")
+    backend: str | None = Field(None, description="MooreEval backend: cuda, triton, cpu or musa; default cuda where a "
+                                "CUDA GPU is visible, else cpu.")
+    verify: dict[str, Any] = Field(default_factory=dict, description="VerifyConfig fields, e.g. {trials = 3}.")
+    workers: int = Field(1, ge=1, description="Parallel verifications.")
+    metadata: bool = Field(True, description="Prompts carry the reference's shape/stride/dtype metadata, as the "
+                           "data stage's do.")
+    six_step: bool = Field(True, description="Prompts ask for the six-step scheme, as the data stage's do.")
+    batch_size: int = Field(8, ge=1, description="Prompts generated at once.")
+    seed: int = Field(0, description="Base of the sampling seeds.")
+
+
 class SFTConfig(_Section):
     model: SFTModelConfig = Field(default_factory=SFTModelConfig)
     data: SFTDataConfig = Field(default_factory=SFTDataConfig)
     train: SFTTrainConfig = Field(default_factory=SFTTrainConfig)
     run: SFTRunConfig = Field(default_factory=SFTRunConfig)
+    eval: SFTEvalConfig = Field(default_factory=SFTEvalConfig, description="Held-out evaluation during training "
+                                "(off unless `eval.tasks` is set); results in metrics.jsonl under `eval/`.")
 
 
 # Settings a checkpoint is a product of: resuming under other values would mix two runs in one model. Left out on

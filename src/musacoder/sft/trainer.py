@@ -119,6 +119,11 @@ def trl_args(cfg: SFTConfig):
     )
 
 
+def _append_row(path: Path, row: dict[str, Any]) -> None:
+    with path.open("a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
 def _metrics_callback(path: Path):
     from transformers import TrainerCallback
 
@@ -127,8 +132,7 @@ def _metrics_callback(path: Path):
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if state.is_world_process_zero and logs:
-                with path.open("a") as f:
-                    f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+                _append_row(path, {"step": state.global_step, **logs})
 
     return MetricsJsonl()
 
@@ -165,13 +169,13 @@ def resume_point(cfg: SFTConfig) -> str | None:
 
 
 def clear_run(out_dir: Path) -> None:
-    """A fresh start in `out_dir`: the earlier run's checkpoint-N/ and metrics.jsonl go, so neither a later resume
-    nor the metrics mix two runs."""
+    """A fresh start in `out_dir`: the earlier run's checkpoint-N/, eval/ and metrics.jsonl go, so neither a later
+    resume nor the metrics mix two runs."""
     import shutil
 
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-    for ckpt in out_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
+    for ckpt in [*out_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*"), out_dir / "eval"]:
         if ckpt.is_dir():
             shutil.rmtree(ckpt)
     (out_dir / "metrics.jsonl").unlink(missing_ok=True)
@@ -189,9 +193,9 @@ def save_final(model, tokenizer, out_dir: Path) -> Path:
     return final
 
 
-def train_from_config(cfg: SFTConfig, *, model=None, tokenizer=None) -> dict[str, Any]:
-    """Run SFT/RFT to the end; returns {"final", "log_history", "data", "train_loss"}. `model` and `tokenizer` can be
-    injected (tests)."""
+def train_from_config(cfg: SFTConfig, *, model=None, tokenizer=None, eval_verifier=None) -> dict[str, Any]:
+    """Run SFT/RFT to the end; returns {"final", "log_history", "data", "train_loss"}. `model`, `tokenizer` and the
+    held-out evaluation's verifier (`musacoder.judge.batch.verify_many`'s signature) can be injected (tests)."""
     trl = _need_trl()
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
@@ -209,9 +213,15 @@ def train_from_config(cfg: SFTConfig, *, model=None, tokenizer=None) -> dict[str
              dataset.stats["dropped_too_long"], dataset.stats["truncated"])
     model = model if model is not None else build_model(cfg, tokenizer)
 
+    metrics = out_dir / "metrics.jsonl"
+    callbacks = [_metrics_callback(metrics)]
+    if cfg.eval.tasks:
+        from musacoder.sft.evaluate import eval_callback
+
+        callbacks.append(eval_callback(cfg.eval, tokenizer, out_dir, lambda row: _append_row(metrics, row),
+                                       verifier=eval_verifier))
     trainer = trl.SFTTrainer(model=model, args=trl_args(cfg), train_dataset=dataset.to_hf(),
-                             processing_class=tokenizer, peft_config=peft_config(cfg),
-                             callbacks=[_metrics_callback(out_dir / "metrics.jsonl")])
+                             processing_class=tokenizer, peft_config=peft_config(cfg), callbacks=callbacks)
     if kind == "rft":
         # SFTTrainer only accepts a `datasets.Dataset`, which cannot change between epochs; the dataloader is built
         # in train() from `trainer.train_dataset`, and accelerate calls its `set_epoch` before each epoch.
