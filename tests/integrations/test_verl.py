@@ -271,3 +271,116 @@ async def _run(make, row):
 async def _run_pair(tok, server, url, row, **options):
     return await asyncio.gather(*(_run(lambda: _loop_keep_retry(tok, server, url, **options), row)
                                   for _ in range(2)))
+
+
+class PerEpisodeServer(FakeModelServer):
+    """Each episode (one `request_id`) follows the next script of `scripts`, turn by turn."""
+
+    def __init__(self, tokenizer, scripts):
+        super().__init__(tokenizer, None)
+        self.scripts, self.episodes = list(scripts), {}
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kw):
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.prompts.append(self.tokenizer.decode(prompt_ids))
+        if request_id not in self.episodes:
+            self.episodes[request_id] = self.scripts[len(self.episodes)]
+        script = self.episodes[request_id]
+        turn = self.calls[request_id] = self.calls.get(request_id, 0) + 1
+        ids = self.tokenizer.encode(script[turn - 1] + "<|im_end|>", add_special_tokens=False)
+        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), stop_reason="completed")
+
+
+def _episodes(tok, server, url, rows, **options):
+    """Run `rows` one after another (each a fresh loop, as verl makes one per sample) on one retry state."""
+    async def go():
+        return [await _run(lambda: _loop_keep_retry(tok, server, url, **options), row) for row in rows]
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("script, want", [
+    (["HALF one", "junk two", "junk three"], ("HALF one", "2/4 trials passed", -0.25)),
+    (["junk one", "HALF two", "junk three"], ("HALF two", "2/4 trials passed", -0.25)),
+    (["junk one", "junk two", "HALF three"], ("HALF three", "2/4 trials passed", -0.25)),
+    (["junk one", "junk two", "junk three"], ("junk one", "No code block found.", -1.0)),
+])
+def test_retry_buffer_keeps_each_turns_own_code_feedback_and_score(service, script, want):
+    """A failed three-turn episode offers its best turn to the buffer: that turn's response with that turn's feedback
+    and score, whichever turn it was (not the last turn's text beside the best turn's feedback)."""
+    pytest.importorskip("verl", reason=VERL_MISSING)
+    from musacoder.integrations import verl as integ
+
+    url, _ = service
+    tok = _tokenizer()
+    mate = ["junk a", "junk b", "junk c"]  # the group's other sample: three plain failures, all below HALF
+    server = PerEpisodeServer(tok, [script, mate])
+    integ._RETRY.clear()
+    outs = _episodes(tok, server, url, [_row(), _row()], max_turns=3, retry_prob=1.0)
+    assert [o.extra_fields["turn_scores"] for o in outs][1] == [-1.0, -1.0, -1.0]
+    [retry] = integ._RETRY.values()
+    [entry] = retry.buffer.state_dict()["entries"]
+    text, feedback, score = want
+    assert entry.failed_response == text and feedback in entry.feedback and entry.score == score
+    assert entry.task == ("level1/19_ReLU", {"backend": "cpu"}) and entry.prompt == "Write ModelNew for ReLU."
+
+
+def test_retry_turn_picks_one_turn():
+    from musacoder.integrations.verl import retry_turn
+
+    turns = [TurnResult(-1.0, False, "extract_error", "no code", "a"), TurnResult(0.0, False, "infra_error", "down", "b"),
+             TurnResult(-0.25, False, "incorrect", "2/4", "c")]
+    assert retry_turn(turns) is turns[2]  # an unjudged turn (scored infra_score 0.0) is never the one buffered
+    assert retry_turn(turns[:2]) is turns[0]
+    assert retry_turn(turns + [TurnResult(1.5, True, "ok", "", "d")]) is None
+
+
+def test_validation_rows_are_never_replayed_nor_buffered(service):
+    """verl 0.9.1 does not tell the loop it validates; rows marked extra_info.split = "val" keep their own prompt
+    while the buffer holds a failure, and their own failures are not buffered."""
+    pytest.importorskip("verl", reason=VERL_MISSING)
+    from musacoder.integrations import verl as integ
+
+    url, fake = service
+    tok = _tokenizer()
+    server = FakeModelServer(tok, lambda prompt: ["PASS" if "previous answer" in prompt else "junk"])
+    integ._RETRY.clear()
+    options = dict(max_turns=1, retry_prob=1.0)
+    _episodes(tok, server, url, [_row("level1/19_ReLU", "Write ReLU.")] * 2, **options)  # a failed train group
+    [retry] = integ._RETRY.values()
+    assert len(retry.buffer) == 1
+    val = _row("level1/20_Other", "Write Other.")
+    val["extra_info"] = {"backend": "cpu", "split": "val"}
+    outs = _episodes(tok, server, url, [val, val], **options)
+    assert all(o.extra_fields["reward_extra_info"]["replay"] == 0.0 for o in outs)
+    assert all("previous answer" not in p for p in server.prompts[-2:]) and fake.seen[-1][0] == "level1/20_Other"
+    assert len(retry.buffer) == 1  # the entry waits for a training group; the failed validation group is not added
+    train = _episodes(tok, server, url, [_row("level1/20_Other", "Write Other.")] * 2, **options)
+    assert all(o.extra_fields["reward_extra_info"]["replay"] == 1.0 for o in train) and len(retry.buffer) == 0
+
+
+def test_single_turn_warmup_then_multi_turn_by_verls_global_step(service):
+    """single_turn_steps = 2: verl's training steps 1 and 2 run one response scored s₁ (stage A), step 3 runs up to
+    max_turns responses scored by PrimeEcho (stage B)."""
+    pytest.importorskip("verl", reason=VERL_MISSING)
+    url, _ = service
+    tok = _tokenizer()
+    options = dict(max_turns=3, single_turn_steps=2, retry=False)
+
+    def episode(step, script):
+        row = {**_row(), "global_steps": step}
+        server = FakeModelServer(tok, script)
+        return asyncio.run(_run(lambda: _loop(tok, server, url, **options), row)), server
+
+    for step in (0, 1, 2):
+        out, server = episode(step, ["HALF", "PASS"])
+        assert len(server.prompts) == 1 and out.extra_fields["turn_scores"] == [-0.25] and out.reward_score == -0.25
+        assert out.extra_fields["reward_extra_info"]["multi_turn"] == 0.0
+    out, _ = episode(1, ["PASS"])
+    assert out.reward_score == 1.5  # s₁, without PrimeEcho's early bonus
+    out, server = episode(3, ["HALF", "PASS"])
+    assert len(server.prompts) == 2 and out.extra_fields["reward_extra_info"]["multi_turn"] == 1.0
+    assert out.reward_score == pytest.approx(primeecho_reward([-0.25, 1.5], [False, True], 0.75, (0.2, 0.1)))
+    with pytest.raises(ValueError, match="global_steps"):
+        asyncio.run(_run(lambda: _loop(tok, FakeModelServer(tok, ["HALF"]), url, **options), _row()))

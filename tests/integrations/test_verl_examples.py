@@ -26,7 +26,12 @@ def test_make_dataset_rows(tmp_path):
     assert [r["reward_model"]["ground_truth"] for r in rows] == ["tasks/linear_gelu", "tasks/relu",
                                                                   "tasks/scale_bias_sum"]
     r = rows[1]
-    assert r["agent_name"] == "mooreeval_agent" and r["extra_info"] == {"backend": "cpu", "task_name": "tasks/relu"}
+    assert r["agent_name"] == "mooreeval_agent"
+    assert r["extra_info"] == {"backend": "cpu", "task_name": "tasks/relu", "split": "train"}
+    from musacoder.integrations.verl import is_validation_row
+
+    val = make_dataset.rows(REPO / "examples" / "tasks", "cpu", "mooreeval_agent", "val")
+    assert all(is_validation_row(v["extra_info"]) for v in val) and not is_validation_row(r["extra_info"])
     assert [m["role"] for m in r["prompt"]] == ["system", "user"] and "torch.relu" in r["prompt"][1]["content"]
     pd = pytest.importorskip("pandas", reason="pandas writes the verl dataset (installed with .[dev])")
     pytest.importorskip("pyarrow", reason="pyarrow writes Parquet (installed with .[dev])")
@@ -124,4 +129,4 @@ def test_agent_loop_entry_instantiates_like_verls_worker():
     loop = asyncio.run(make())
     assert type(loop).__name__ == "MooreEvalAgentLoop"
     assert (loop.max_turns, loop.loss_turns, loop.alpha, loop.bonus) == (3, "first", 0.75, (0.2, 0.1))
-    assert loop.retry.group_size == 8 and loop.retry.buffer.replay_prob == 0.1
+    assert loop.retry.group_size == 8 and loop.retry.buffer.replay_prob == 0.1 and loop.single_turn_steps == 16

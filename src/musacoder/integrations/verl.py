@@ -8,7 +8,9 @@ Three pieces, each named in a verl config:
   each verified, with MooreEval's feedback as the next user turn. Feedback tokens have response_mask 0. Under
   PrimeEcho (`loss_turns="first"`, default) only the first response has mask 1 and the episode's reward is
   R = α·s₁ + (1−α)·max_k s_k + b_early (`musacoder.rl.primeecho`); later turns are generated from a context with
-  earlier thinking stripped. Buffered Dynamic Retry replays groups that failed as repair prompts.
+  earlier thinking stripped. `single_turn_steps` gives the paper's schedule: one response per episode, scored s₁,
+  for verl's first training steps, then multi-turn. Buffered Dynamic Retry replays groups that failed as repair
+  prompts (never into validation rows, `extra_info.split = "val"`).
 - `mirrorpop_policy_loss` — MirrorPop as a verl policy loss, registered as `mirrorpop` through verl's
   `register_policy_loss` (`actor.policy_loss.loss_mode: mirrorpop`): in every micro-batch update, sequences whose
   mean_t |log π_θ − log π_old| exceeds δ leave verl's PPO-clip loss. verl's own `rollout_rs` options cannot express
@@ -17,7 +19,7 @@ Three pieces, each named in a verl config:
 
 Dataset rows: `prompt` (chat messages), `reward_model.ground_truth` = a KernelBench id under the service's task root
 (`level1/19_ReLU`) or the problem file's text, and optionally `extra_info.backend`, `extra_info.set` (size
-overrides), `extra_info.task_name`.
+overrides), `extra_info.task_name`, `extra_info.split` ("val" for validation rows).
 
 verl is optional (`pip install 'musacoder[verl]'`); `compute_score` and the pure parts work without it.
 """
@@ -259,22 +261,56 @@ def group_key(messages: list[dict], uid: Any = None) -> str:
 # ---- the agent loop -----------------------------------------------------------------------------------------------
 @dataclass
 class TurnResult:
+    """One model response of an episode and MooreEval's verdict on it."""
+
     score: float
     passed: bool
     status: str
     feedback: str
+    response: str = ""  # the decoded response this verdict judged
 
 
 def episode_reward(turns: list[TurnResult], primeecho: bool, alpha: float, bonus: tuple[float, ...],
-                   infra_score: float) -> float:
-    """PrimeEcho's R over the judged turns (or the last turn's score without it); `infra_score` when the first turn
-    could not be judged."""
+                   infra_score: float, multi_turn: bool = True) -> float:
+    """The episode's reward: in the single-turn warm-up (`multi_turn` False) the first turn's score s₁, as in the
+    embedded trainer's stage A; else PrimeEcho's R over the judged turns (or the last judged turn's score without
+    it). `infra_score` when the first turn could not be judged."""
     judged = [t for t in turns if t.status != "infra_error"]
     if not judged or turns[0].status == "infra_error":
         return infra_score
+    if not multi_turn:
+        return judged[0].score
     if not primeecho:
         return judged[-1].score
     return primeecho_reward([t.score for t in judged], [t.passed for t in judged], alpha, bonus)
+
+
+def retry_turn(turns: list[TurnResult]) -> TurnResult | None:
+    """The turn an unsolved episode offers Buffered Dynamic Retry: its best-scoring judged response (the earliest on
+    a tie), whose own text, feedback and score go into the buffer together; None when a turn passed or none was
+    judged."""
+    if any(t.passed for t in turns):
+        return None
+    judged = [t for t in turns if t.status != "infra_error"]
+    return max(judged, key=lambda t: t.score) if judged else None
+
+
+def is_validation_row(extra_info: dict | None) -> bool:
+    """A validation row (`extra_info.split == "val"`, written by examples/verl/make_dataset.py --split val). verl
+    0.9.1 does not tell an agent loop whether it runs a validation batch (the flag stays in the worker's
+    trajectory info), so the rows say it."""
+    return str((extra_info or {}).get("split", "")).lower() in ("val", "validation", "test")
+
+
+def in_warmup(single_turn_steps: int, global_step: Any) -> bool:
+    """Whether verl's training step `global_step` (1-based; the validation before training runs at 0) is in the
+    single-turn warm-up (stage A: steps ≤ `single_turn_steps`); after it, episodes are multi-turn (stage B)."""
+    if single_turn_steps <= 0:
+        return False
+    if global_step is None:
+        raise ValueError("single_turn_steps needs the training step of each sample: verl's v1 trainer "
+                         "(trainer.use_v1=true, the default in 0.9) passes it as `global_steps`; this sample has none")
+    return int(global_step) <= single_turn_steps
 
 
 try:  # verl 0.9
@@ -296,12 +332,13 @@ if AgentLoopBase is not None:
                      loss_turns: str = "first", primeecho: bool = True, alpha: float = 0.75,
                      bonus: tuple[float, ...] = (0.2, 0.1), infra_score: float = 0.0, retry: bool = True,
                      retry_capacity: int = 256, retry_prob: float = 0.1, retry_max_replays: int = 1,
-                     timeout_s: float = 3600.0, **kwargs):
+                     single_turn_steps: int = 0, timeout_s: float = 3600.0, **kwargs):
             super().__init__(*args, **kwargs)
             if loss_turns not in ("first", "all"):
                 raise ValueError(f"loss_turns must be 'first' (PrimeEcho) or 'all', got {loss_turns!r}")
             self.service_url, self.token, self.timeout_s = service_url, token, timeout_s
             self.max_turns, self.loss_turns = int(max_turns), loss_turns
+            self.single_turn_steps = int(single_turn_steps)
             self.primeecho, self.alpha, self.bonus = bool(primeecho), float(alpha), tuple(float(b) for b in bonus)
             self.infra_score = float(infra_score)
             self.response_length = self.rollout_config.response_length
@@ -320,7 +357,11 @@ if AgentLoopBase is not None:
             extra_info = dict(kwargs.get("extra_info") or {})
             ground_truth = (kwargs.get("reward_model") or {}).get("ground_truth", extra_info.get("task"))
             key = group_key(messages, kwargs.get("uid"))
-            replay = self.retry.start(key) if self.retry is not None else None
+            multi_turn = not in_warmup(self.single_turn_steps, kwargs.get("global_steps"))
+            max_turns = self.max_turns if multi_turn else 1
+            # validation rows are measured as they are: never replaced by a repair task, never buffered
+            retry = None if is_validation_row(extra_info) else self.retry
+            replay = retry.start(key) if retry is not None else None
             if replay is not None:  # this group repairs a buffered failure instead of its own prompt
                 ground_truth, extra_info = replay.task
                 messages[-1]["content"] = repair_prompt(replay)
@@ -336,7 +377,7 @@ if AgentLoopBase is not None:
             turns: list[TurnResult] = []
             last_text = ""
             metrics: dict[str, Any] = {}
-            for k in range(1, self.max_turns + 1):
+            for k in range(1, max_turns + 1):
                 gen_ids = runtime_ids if (k == 1 or self.loss_turns == "all") else \
                     await self.ct_build_initial_tokens(ctx_messages)
                 out = await self.server_manager.generate(request_id=request_id, prompt_ids=gen_ids,
@@ -353,10 +394,10 @@ if AgentLoopBase is not None:
                                               token=self.token, timeout_s=self.timeout_s)
                 passed = bool(verdict.correct and verdict.legal)
                 turns.append(TurnResult(score_of(verdict, self.infra_score), passed, verdict.status,
-                                        verdict.feedback or f"status: {verdict.status}"))
+                                        verdict.feedback or f"status: {verdict.status}", last_text))
                 if k == 1:
                     metrics = verdict_metrics(verdict)
-                if passed or verdict.status == "infra_error" or k == self.max_turns or \
+                if passed or verdict.status == "infra_error" or k == max_turns or \
                         len(mask) >= self.response_length:
                     break
                 feedback = feedback_message(k, turns[-1].feedback, passed)
@@ -367,17 +408,21 @@ if AgentLoopBase is not None:
                 ctx_messages = ctx_messages + [{"role": "assistant", "content": strip_think(last_text).strip()},
                                                {"role": "user", "content": feedback}]
 
-            reward = episode_reward(turns, self.primeecho, self.alpha, self.bonus, self.infra_score)
-            if self.retry is not None and turns[0].status != "infra_error":
-                best = max(turns, key=lambda t: t.score)
-                self.retry.finish(key, (ground_truth, extra_info), first_prompt, best.score,
-                                  any(t.passed for t in turns), last_text, best.feedback)
+            reward = episode_reward(turns, self.primeecho, self.alpha, self.bonus, self.infra_score, multi_turn)
+            if retry is not None and turns[0].status != "infra_error":
+                chosen = retry_turn(turns)  # text, feedback and score of one and the same turn
+                if chosen is None:  # a turn passed
+                    retry.finish(key, (ground_truth, extra_info), first_prompt, 0.0, True, "", "")
+                else:
+                    retry.finish(key, (ground_truth, extra_info), first_prompt, chosen.score, False,
+                                 chosen.response, chosen.feedback)
             n_resp = len(mask)
             response_ids = runtime_ids[len(runtime_ids) - n_resp:] if n_resp else []
             prompt_ids = runtime_ids[: len(runtime_ids) - n_resp]
             first_pass = next((i + 1 for i, t in enumerate(turns) if t.passed), 0)
             info = {**metrics, "first_score": turns[0].score, "best_score": max(t.score for t in turns),
                     "turns": float(len(turns)), "pass_turn": float(first_pass), "replay": float(replay is not None),
+                    "multi_turn": float(multi_turn),
                     "infra_error": float(any(t.status == "infra_error" for t in turns))}
             output = AgentLoopOutput(
                 prompt_ids=prompt_ids,
