@@ -41,3 +41,25 @@ def test_register_joins_an_existing_train_group():
     register(app)
     assert [g.name for g in app.registered_groups] == ["train"]
     assert {"sft", "rl"} <= {c.name for c in train.registered_commands}
+
+
+def test_train_rl_refuses_a_changed_run_and_names_the_way_on(tmp_path):
+    pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[train]' (or .[dev])")
+    app = typer.Typer()
+
+    @app.command()
+    def version() -> None:
+        pass
+
+    register(app)
+    out = tmp_path / "run"
+    base = ["train", "rl", "--config", str(EXAMPLE), "--out-dir", str(out), "--set", "run.steps=1",
+            "--set", "run.eval_every=1", "--set", "run.eval_samples=1"]
+    first = CliRunner().invoke(app, base)
+    assert first.exit_code == 0, first.output
+    assert "step     0 eval pass@1" in first.output and "(pass " in first.output
+    changed = CliRunner().invoke(app, base + ["--set", "grpo.lr=0.01"])
+    assert changed.exit_code == 2
+    assert "grpo.lr: 0.002 there, 0.01 now" in changed.output and "--fresh" in changed.output
+    fresh = CliRunner().invoke(app, base + ["--set", "grpo.lr=0.01", "--fresh"])
+    assert fresh.exit_code == 0, fresh.output

@@ -16,22 +16,39 @@ def rl_command(
                                              "(values parsed as JSON when they can be)."),
     out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Run directory (overrides run.out_dir)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Training steps (overrides run.steps)."),
-    fresh: bool = typer.Option(False, "--fresh", help="Ignore checkpoints in the run directory."),
+    fresh: bool = typer.Option(False, "--fresh", help="Start over in the run directory: its earlier checkpoints "
+                               "and metrics are removed (without it, a run there continues only when its recorded "
+                               "settings agree)."),
 ) -> None:
     """Train a policy with GRPO + PrimeEcho + Buffered Dynamic Retry + MirrorPop on this machine."""
     from musacoder.config_files import cli_overrides
     from musacoder.rl.config import load_config
+    from musacoder.rl.metrics import SinkUnavailable
+    from musacoder.rl.rundir import ResumeError
     from musacoder.rl.trainer import train_from_config
 
     cfg = load_config(config, cli_overrides(set_, out_dir, fresh, {"run.steps": steps}))
-    rows = train_from_config(cfg)
+    try:
+        rows = train_from_config(cfg)
+    except (ResumeError, SinkUnavailable) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
     for row in rows:
-        typer.echo(
-            f"step {row['step']:>5} [{row['stage']}] reward {row['reward_mean']:+.3f} "
-            f"pass@1 {row['pass_first']:.2f} dropped {row['groups_dropped']}/{row['groups']} "
-            f"retry buf {row['retry_buffer']} replays {row['retry_replays']} "
-            f"popped {row['mirrorpop_popped']}/{row['mirrorpop_checked']}")
-    typer.echo(f"metrics: {Path(cfg.run.out_dir) / 'metrics.jsonl'}")
+        typer.echo(format_row(row))
+    out = Path(cfg.run.out_dir)
+    typer.echo(f"metrics: {out / 'metrics.jsonl'}\nmodel: {out / 'final'} (pass {out} as the next stage's model)")
+
+
+def format_row(row: dict) -> str:
+    """One line per metrics row: a training step, with its evaluation when it has one; or the step-0 evaluation."""
+    parts = [f"step {row['step']:>5}"]
+    if "reward_mean" in row:
+        parts.append(f"[{row['stage']}] reward {row['reward_mean']:+.3f} pass@1 {row['pass_first']:.2f} "
+                     f"dropped {row['groups_dropped']}/{row['groups']} retry buf {row['retry_buffer']} "
+                     f"replays {row['retry_replays']} popped {row['mirrorpop_popped']}/{row['mirrorpop_checked']}")
+    if "eval/pass_at_1" in row:
+        parts.append(f"eval pass@1 {row['eval/pass_at_1']:.2f} speedup {row['eval/speedup_mean']:.2f}")
+    return " ".join(parts)
 
 
 def register(app: typer.Typer) -> None:
