@@ -87,6 +87,10 @@ def test_grpo_config_passes_verls_own_startup_checks():
     assert t.save_freq > 0 and t.default_local_dir and t.resume_mode == "auto"
     assert set(t.logger) - {"console"}, "a tracker that keeps the curves (tensorboard or wandb)"
     assert a.policy_loss.loss_mode == "mirrorpop" and a.policy_loss.rollout_correction.rollout_rs_threshold == 0.1
+    # MirrorPop against the sampler's log-probs: v1's bypass mode copies rollout_log_probs into old_log_probs and
+    # keeps loss_mode (trainer_base._compute_old_log_prob); the legacy trainer would replace loss_mode
+    corr = cfg.algorithm.rollout_correction
+    assert corr.bypass_mode and t.use_v1 and r.calculate_log_probs and corr.rollout_rs is None
     assert cfg.data.val_files != cfg.data.train_files
     from verl.utils.import_utils import load_extern_object
 

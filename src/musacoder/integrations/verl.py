@@ -13,7 +13,8 @@ Three pieces, each named in a verl config:
   prompts (never into validation rows, `extra_info.split = "val"`).
 - `mirrorpop_policy_loss` — MirrorPop as a verl policy loss, registered as `mirrorpop` through verl's
   `register_policy_loss` (`actor.policy_loss.loss_mode: mirrorpop`): in every micro-batch update, sequences whose
-  mean_t |log π_θ − log π_old| exceeds δ leave verl's PPO-clip loss. verl's own `rollout_rs` options cannot express
+  mean_t |log π_θ − log π_old| exceeds δ leave verl's PPO-clip loss (π_old: the rollout's log-probs under verl's
+  `bypass_mode`, as in the example config). verl's own `rollout_rs` options cannot express
   this rule (`seq_mean_k1` bounds the signed mean, the rule MirrorPop replaces; the others bound squares, k3 or
   maxima; docs/verl.md).
 
@@ -139,10 +140,11 @@ def mirrorpop_policy_loss(old_log_prob, log_prob, advantages, response_mask, los
     """verl policy loss `mirrorpop` (`actor.policy_loss.loss_mode: mirrorpop`): verl's PPO-clip loss
     (`compute_policy_loss_vanilla`) over the sequences MirrorPop keeps.
 
-    With log ρ_{i,t} = log π_θ − log π_old over the response tokens of sequence i (π_θ the policy being updated in
-    this micro-batch, π_old the log-probs verl recomputed with the trainer's weights before the step's first update,
-    i.e. the weights that sampled the batch), sequence i stays in the loss iff mean_t |log ρ_{i,t}| ≤ δ
-    (`musacoder.rl.mirrorpop.mirrorpop_keep`). Popped sequences get a zero mask; verl's token-mean still divides by
+    With log ρ_{i,t} = log π_θ − log π_old over the response tokens of sequence i, sequence i stays in the loss iff
+    mean_t |log ρ_{i,t}| ≤ δ (`musacoder.rl.mirrorpop.mirrorpop_keep`). π_θ is the policy being updated in this
+    micro-batch; π_old is verl's `old_log_probs`: the rollout engine's log-probs of the sampled tokens under
+    `algorithm.rollout_correction.bypass_mode: true` with verl's v1 trainer (the example config; the embedded
+    trainer's comparison), or the trainer's recomputation with the weights that sampled the batch otherwise. Popped sequences get a zero mask; verl's token-mean still divides by
     the mini-batch's token count, as for verl's own rejection. Metrics: `actor/mirrorpop_popped` (share of sequences
     popped), `actor/mirrorpop_popped_signed_rule` (what the signed-mean rule would pop), `actor/log_rho_abs_mean`."""
     import torch
