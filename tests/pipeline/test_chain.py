@@ -24,6 +24,13 @@ REPO = Path(__file__).resolve().parents[2]
 SMALL = Path(os.environ.get("KERNELBENCH_SMALL_DIR", REPO.parent / "shared" / "kernelbench-small"))
 RESPONSES = REPO / "examples" / "data" / "responses"
 SFT_CONFIG = REPO / "examples" / "sft" / "chain_cpu.toml"
+RL_CONFIG = REPO / "examples" / "rl" / "tiny_cpu.toml"
+# `train rl` on the kernel environment from the SFT folder: one step of one group of two, short answers
+RL_SETTINGS = ["--set", "model.name_or_path=runs/chain/sft", "--set", "env.kind=kernel",
+               "--set", 'env.tasks=["runs/chain/tasks"]', "--set", "env.backend=cpu",
+               "--set", 'env.verify={"trials": 1}', "--set", "rollout.max_new_tokens=8",
+               "--set", "grpo.group_size=2", "--set", "grpo.prompts_per_step=1", "--set", "grpo.minibatch_size=2",
+               "--set", "run.steps=1", "--set", "run.save_every=0", "--out-dir", "runs/chain/rl"]
 TIMES: dict[str, float] = {}
 
 
@@ -85,3 +92,29 @@ def test_data_folder_feeds_sft_and_the_sft_folder_feeds_bench(chain, monkeypatch
     assert run.inputs["model_path"] == str(final)
     verdicts = [json.loads(x) for x in (chain / "runs/chain/bench_sft/verdicts.jsonl").read_text().splitlines()]
     assert len(verdicts) == 2 and summary["run"]["model"] == "hf:runs/chain/sft"
+
+
+def test_sft_folder_feeds_rl_and_the_rl_folder_feeds_bench(chain, monkeypatch):
+    monkeypatch.chdir(chain)
+    out = musacoder("train", "rl", "--config", str(RL_CONFIG), *RL_SETTINGS)
+    assert "step     1" in out
+    rl = read_manifest(chain / "runs/chain/rl")
+    assert rl.stage == "rl" and rl.files["model"] == "final" and rl.info["env"] == "kernel"
+    steps = [json.loads(x) for x in (chain / "runs/chain/rl/metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in steps if "reward_mean" in r] == [1]  # one step on the kernel task, verified
+    assert Path(rl.inputs["model"]).resolve() == (chain / "runs/chain/sft").resolve()
+    final = resolve_model(chain / "runs/chain/rl")
+    assert (final / "tokenizer_config.json").exists()
+    from transformers import AutoTokenizer
+
+    sft_tok = AutoTokenizer.from_pretrained(resolve_model(chain / "runs/chain/sft"))
+    rl_tok = AutoTokenizer.from_pretrained(final)
+    assert rl_tok.chat_template == sft_tok.chat_template and len(rl_tok) == len(sft_tok)  # the SFT model's tokenizer
+
+    if not SMALL.is_dir():
+        pytest.skip(f"kernelbench-small not found at {SMALL} (set KERNELBENCH_SMALL_DIR)")
+    summary = bench("runs/chain/rl", "runs/chain/bench_rl")
+    run = read_manifest(chain / "runs/chain/bench_rl")
+    assert run.inputs["model_path"] == str(final) and summary["run"]["model"] == "hf:runs/chain/rl"
+    verdicts = [json.loads(x) for x in (chain / "runs/chain/bench_rl/verdicts.jsonl").read_text().splitlines()]
+    assert len(verdicts) == 2
