@@ -157,3 +157,20 @@ def test_hf_local_client_tiny_model(tmp_path, monkeypatch):
     out = list(client.generate(reqs, Sampling(temperature=0.8, max_tokens=12)))
     assert [r.sample for r, _ in out] == [0, 1, 2]
     assert all(isinstance(c.text, str) and c.finish_reason in ("stop", "length") for _, c in out)
+
+
+def test_hf_client_takes_a_training_stage_folder(tmp_path, monkeypatch):
+    """`hf:FOLDER` where FOLDER is a `train sft|rft|rl` output: the model its musacoder.json names is loaded; a stage
+    folder without a model is an error saying what to pass."""
+    from musacoder.manifest import Manifest, write_manifest
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    run = tmp_path / "runs" / "rl"
+    make_tiny_hf_model(run / "final")
+    write_manifest(run, Manifest(stage="rl", files={"model": "final"}))
+    client = make_client(f"hf:{run}", {"device": "cpu"})
+    [(_, completion)] = list(client.generate([_req()], Sampling(temperature=0.0, max_tokens=4)))
+    assert isinstance(completion.text, str) and client.name == f"hf:{(run / 'final').resolve()}"
+    write_manifest(tmp_path / "data", Manifest(stage="data", files={"sft": "sft.jsonl"}))
+    with pytest.raises(ValueError, match=r"a 'data' folder without a model; pass a Hugging Face model folder"):
+        make_client(f"hf:{tmp_path / 'data'}", {"device": "cpu"})

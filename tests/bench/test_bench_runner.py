@@ -242,3 +242,16 @@ def test_cli_bench_says_which_backend_it_chose(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert "backend cpu (no CUDA GPU is visible" in res.output
     assert json.loads((tmp_path / "run/config.json").read_text())["backend"] == "cpu"
+
+
+def test_run_directory_gets_a_bench_manifest(tmp_path):
+    from musacoder.manifest import read_manifest
+
+    run_bench(_config(turns=1), tmp_path / "run", client=ScriptedClient(SCRIPT), verifier=FakeVerifier(),
+              progress=False)
+    m = read_manifest(tmp_path / "run")
+    assert m.stage == "bench" and m.files["run"] == "." and m.files["summary"] == "summary.json"
+    assert m.inputs == {"model": "dir:unused", "suite": SUITE} and m.info["backend"] == "cpu"
+    run_bench(_config(turns=1), tmp_path / "quiet", client=ScriptedClient(SCRIPT), verifier=FakeVerifier(),
+              progress=False, write_report=False)
+    assert "summary" not in read_manifest(tmp_path / "quiet").files  # no report, none named
