@@ -91,7 +91,7 @@ def test_mirrorpop_is_a_registered_verl_policy_loss():
     pytest.importorskip("verl", reason=VERL_MISSING)
     from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla, get_policy_loss_fn
 
-    import musacoder.integrations.verl  # noqa: F401 - importing registers the loss (actor_rollout_ref.model.external_lib)
+    import musacoder.integrations.verl  # noqa: F401 - importing registers the loss (model.external_lib)
 
     config = _actor_config(0.5)
     # what ppo_loss sets before the call: the token count of the whole mini-batch (here: this one)
@@ -329,8 +329,8 @@ def test_retry_buffer_keeps_each_turns_own_code_feedback_and_score(service, scri
 def test_retry_turn_picks_one_turn():
     from musacoder.integrations.verl import retry_turn
 
-    turns = [TurnResult(-1.0, False, "extract_error", "no code", "a"), TurnResult(0.0, False, "infra_error", "down", "b"),
-             TurnResult(-0.25, False, "incorrect", "2/4", "c")]
+    turns = [TurnResult(-1.0, False, "extract_error", "no code", "a"),
+             TurnResult(0.0, False, "infra_error", "down", "b"), TurnResult(-0.25, False, "incorrect", "2/4", "c")]
     assert retry_turn(turns) is turns[2]  # an unjudged turn (scored infra_score 0.0) is never the one buffered
     assert retry_turn(turns[:2]) is turns[0]
     assert retry_turn(turns + [TurnResult(1.5, True, "ok", "", "d")]) is None

@@ -106,7 +106,8 @@ def test_verls_startup_checks_reject_what_they_should():
     for overrides, message in (
             (["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=null"], "ppo_micro_batch_size"),
             (["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=null"], "log_prob_micro_batch_size"),
-            (["data.train_batch_size=1", "actor_rollout_ref.rollout.n=3", "actor_rollout_ref.actor.ppo_mini_batch_size=1"],
+            (["data.train_batch_size=1", "actor_rollout_ref.rollout.n=3",
+              "actor_rollout_ref.actor.ppo_mini_batch_size=1"],
              "real_train_batch_size"),
             (["actor_rollout_ref.actor.policy_loss.loss_mode=no_such_loss"], "Unsupported loss mode")):
         with pytest.raises(Exception, match=message):

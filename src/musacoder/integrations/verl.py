@@ -144,9 +144,10 @@ def mirrorpop_policy_loss(old_log_prob, log_prob, advantages, response_mask, los
     mean_t |log ρ_{i,t}| ≤ δ (`musacoder.rl.mirrorpop.mirrorpop_keep`). π_θ is the policy being updated in this
     micro-batch; π_old is verl's `old_log_probs`: the rollout engine's log-probs of the sampled tokens under
     `algorithm.rollout_correction.bypass_mode: true` with verl's v1 trainer (the example config; the embedded
-    trainer's comparison), or the trainer's recomputation with the weights that sampled the batch otherwise. Popped sequences get a zero mask; verl's token-mean still divides by
-    the mini-batch's token count, as for verl's own rejection. Metrics: `actor/mirrorpop_popped` (share of sequences
-    popped), `actor/mirrorpop_popped_signed_rule` (what the signed-mean rule would pop), `actor/log_rho_abs_mean`."""
+    trainer's comparison), or the trainer's recomputation with the weights that sampled the batch otherwise.
+    Popped sequences get a zero mask; verl's token-mean still divides by the mini-batch's token count, as for verl's
+    own rejection. Metrics: `actor/mirrorpop_popped` (share of sequences popped), `actor/mirrorpop_popped_signed_rule`
+    (what the signed-mean rule would pop), `actor/log_rho_abs_mean`."""
     import torch
     from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla
 
