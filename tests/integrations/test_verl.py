@@ -384,3 +384,42 @@ def test_single_turn_warmup_then_multi_turn_by_verls_global_step(service):
     assert out.reward_score == pytest.approx(primeecho_reward([-0.25, 1.5], [False, True], 0.75, (0.2, 0.1)))
     with pytest.raises(ValueError, match="global_steps"):
         asyncio.run(_run(lambda: _loop(tok, FakeModelServer(tok, ["HALF"]), url, **options), _row()))
+
+
+def test_verls_own_dispatch_hands_the_loop_global_steps_but_not_validate(service, monkeypatch):
+    """verl's `AgentLoopWorker._run_agent_loop` (the step from a batch row to `run`): the row's fields reach the loop
+    (the v1 worker adds `global_steps`, `uid`, `session_id` to them), the trajectory's `validate` flag does not."""
+    pytest.importorskip("verl", reason=VERL_MISSING)
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop import agent_loop as verl_loop
+
+    url, _ = service
+    tok = _tokenizer()
+    entry = {"_target_": "musacoder.integrations.verl.MooreEvalAgentLoop", "service_url": url, "max_turns": 3,
+             "single_turn_steps": 2, "retry": False}
+    monkeypatch.setitem(verl_loop._agent_loop_registry, "mooreeval_warmup", entry)
+    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 8192, "response_length": 8192,
+                                                              "n": 2}}, "data": {}})
+    seen = []
+
+    async def postprocess(output, validate, **kwargs):
+        seen.append((validate, sorted(kwargs)))
+        return output
+
+    def dispatch(step, validate):
+        server = FakeModelServer(tok, ["HALF", "PASS"])
+        worker = SimpleNamespace(config=cfg, llm_client=server, tokenizer=tok, processor=None, hf_model_type=None,
+                                 dataset_cls=None, tools=[], _agent_loop_postprocess=postprocess)
+        trajectory = {"step": step, "sample_index": 0, "rollout_n": 0, "validate": validate}
+        out = asyncio.run(verl_loop.AgentLoopWorker._run_agent_loop(
+            worker, {"temperature": 1.0}, trajectory, agent_name="mooreeval_warmup", trace=False,
+            **_row(), global_steps=step, uid="u0", session_id=0))
+        return out, server
+
+    out, server = dispatch(1, False)
+    assert len(server.prompts) == 1 and out.extra_fields["reward_extra_info"]["multi_turn"] == 0.0
+    out, server = dispatch(3, True)
+    assert len(server.prompts) == 2 and out.extra_fields["reward_extra_info"]["multi_turn"] == 1.0
+    assert seen[-1][0] is True and "validate" not in seen[-1][1] and "global_steps" in seen[-1][1]
