@@ -328,8 +328,9 @@ if AgentLoopBase is not None:
     @register("mooreeval_agent")
     class MooreEvalAgentLoop(AgentLoopBase):
         """Kernel refinement with MooreEval feedback turns (module docstring). Options come from the agent loop
-        config entry (`agent_loop_config_path`), e.g. `service_url`, `max_turns`, `loss_turns`; defaults follow
-        the paper (3 turns, α = 0.75, loss on the first turn)."""
+        config entry (`agent_loop_config_path`), e.g. `service_url`, `max_turns`, `loss_turns`,
+        `single_turn_steps` (verl training steps of single-turn warm-up, 0 = none); defaults follow the paper
+        (3 turns, α = 0.75, loss on the first turn)."""
 
         def __init__(self, *args, service_url: str | None = None, token: str | None = None, max_turns: int = 3,
                      loss_turns: str = "first", primeecho: bool = True, alpha: float = 0.75,
