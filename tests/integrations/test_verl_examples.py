@@ -92,11 +92,35 @@ def test_grpo_config_passes_verls_own_startup_checks():
     corr = cfg.algorithm.rollout_correction
     assert corr.bypass_mode and t.use_v1 and r.calculate_log_probs and corr.rollout_rs is None
     assert cfg.data.val_files != cfg.data.train_files
+    from musacoder.integrations.verl import mirrorpop_delta
+    from verl.utils.config import omega_conf_to_dataclass
+
+    assert mirrorpop_delta(omega_conf_to_dataclass(a)) == 0.1  # δ as the actor worker's typed config carries it
     from verl.utils.import_utils import load_extern_object
 
     fn = load_extern_object(cfg.reward.custom_reward_function.path, cfg.reward.custom_reward_function.name)
     assert asyncio.iscoroutinefunction(fn)
     assert r.agent.default_agent_loop == "mooreeval_agent" and (REPO / r.agent.agent_loop_config_path).is_file()
+
+
+def test_external_lib_registers_the_loss_in_a_fresh_process():
+    """What a verl worker does with `model.external_lib` (HFModelConfig.__post_init__ → import_external_libs): in a
+    process that never imported musacoder, the import alone makes `mirrorpop` a policy loss."""
+    pytest.importorskip("verl", reason=VERL_MISSING)
+    import subprocess
+
+    code = ("import sys\n"
+            "from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY, get_policy_loss_fn\n"
+            "from verl.utils.import_utils import import_external_libs\n"
+            "assert 'mirrorpop' not in POLICY_LOSS_REGISTRY and 'musacoder' not in sys.modules\n"
+            "import_external_libs(sys.argv[1])\n"
+            "print(get_policy_loss_fn('mirrorpop').__name__)\n")
+    from omegaconf import OmegaConf
+
+    lib = OmegaConf.load(EXAMPLES / "musacoder_grpo.yaml").actor_rollout_ref.model.external_lib
+    done = subprocess.run([sys.executable, "-c", code, lib], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "mirrorpop_policy_loss"
 
 
 def test_verls_startup_checks_reject_what_they_should():
