@@ -71,3 +71,14 @@ def test_tiny_pipeline_end_to_end(tmp_path, monkeypatch):
     drawn = draw_epoch(rft.to_list(), 0, seed=0)
     assert [d["messages"][-1]["role"] for d in drawn] == ["assistant", "assistant"]
     assert (out / "rft" / "rft" / "README.md").read_text().count("Rows: 2.") == 1
+
+    # the stage folders chain: the pipeline's out, solutions/ and rft/ name their rows for `train sft|rft`
+    from musacoder.manifest import read_manifest
+    from musacoder.sft.dataset import detect_kind, load_rows
+
+    top = read_manifest(out)
+    assert top.files["sft"] == "solutions/sft.jsonl" and top.files["rft"] == "rft/rft.jsonl"
+    chat, origins = load_rows([str(out)])
+    assert len(chat) == sum(counts.values()) and detect_kind(chat, "auto", origins) == "sft"
+    pools, origins = load_rows([str(out / "rft")])
+    assert len(pools) == 2 and detect_kind(pools, "auto", origins) == "rft"
