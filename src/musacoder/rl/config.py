@@ -157,7 +157,8 @@ class MirrorPopConfig(_Section):
 class RunConfig(_Section):
     steps: int = Field(100, ge=1, description="Training steps (one batch of episodes each).")
     seed: int = Field(0, description="Seed of task order, replays, sampling and the tiny model's init.")
-    out_dir: str = Field("runs/rl", description="Run directory: metrics.jsonl, checkpoints/, config.json.")
+    out_dir: str = Field("runs/rl", description="Run directory: config.json, metrics.jsonl, checkpoints/, then "
+                         "final/ (adapter/ with LoRA) and the stage manifest musacoder.json.")
     save_every: int = Field(50, ge=0, description="Checkpoint every N steps (0 = only at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept on disk.")
     resume: bool | str = Field(True, description="true: continue from the newest checkpoint in out_dir when the "

@@ -580,6 +580,7 @@ class Trainer:
             "groups_infra_dropped": int(infra.sum()),
             **retry_stats,
             **train_stats,
+            "learning_rate": self.optimizer.param_groups[0]["lr"],
             "time_rollout_s": t1 - t0,
             "time_train_s": t2 - t1,
             **memory_metrics(device, self._logits_chunk_bytes),
@@ -655,7 +656,7 @@ class Trainer:
 
     def _manifest_info(self) -> dict:
         c = self.cfg
-        return {"steps": self.step_idx if hasattr(self, "step_idx") else 0, "steps_planned": c.run.steps,
+        return {"steps": self.step_idx, "steps_planned": c.run.steps,
                 "env": c.env.kind, "tasks": len(self.tasks), "eval_tasks": len(self.eval_tasks),
                 "lora": c.model.lora is not None, "lr": c.grpo.lr, "kl_coef": c.grpo.kl_coef,
                 "single_turn_steps": c.multi_turn.single_turn_steps,
