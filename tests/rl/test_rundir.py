@@ -109,8 +109,8 @@ def test_final_is_a_model_folder_that_bench_and_a_second_rl_run_load(tmp_path):
     from musacoder.models.base import ChatRequest, Sampling
 
     client = make_client(f"hf:{tmp_path / 'rl1'}", {"device": "cpu"})  # the stage folder, as bench takes it
-    [(_, completion)] = list(client.generate([ChatRequest(id="t", messages=({"role": "user", "content": "a="},), task="toy_a")],
-                                             Sampling(temperature=0.0, max_tokens=3)))
+    request = ChatRequest(id="t", messages=({"role": "user", "content": "a="},), task="toy_a")
+    [(_, completion)] = list(client.generate([request], Sampling(temperature=0.0, max_tokens=3)))
     assert isinstance(completion.text, str)
 
     # a second RL run starts from the first one's folder: same weights, same tokenisation of the prompt

@@ -46,8 +46,8 @@ class ResumeError(ValueError):
 
 
 def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested sections as dotted keys: {"grpo": {"lr": 1e-6}} -> {"grpo.lr": 1e-6} (lists and dict values of a
-    leaf key such as `env.overrides` stay whole only below a section)."""
+    """A config dump's sections as dotted keys: {"grpo": {"lr": 1e-6}} -> {"grpo.lr": 1e-6}. Only the top level is
+    split: an option whose value is a dict or list (`env.overrides`, `model.lora`) compares as one value."""
     out: dict[str, Any] = {}
     for key, value in data.items():
         dotted = f"{prefix}{key}"

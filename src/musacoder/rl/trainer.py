@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import glob
 import json
-import math
 import random
 import resource
 import string
@@ -657,7 +656,8 @@ class Trainer:
     def _manifest_info(self) -> dict:
         c = self.cfg
         return {"steps": self.step_idx, "steps_planned": c.run.steps,
-                "env": c.env.kind, "tasks": len(self.tasks), "eval_tasks": len(self.eval_tasks),
+                "env": c.env.kind, "tasks": len(self.tasks),
+                "eval_tasks": len(self.eval_tasks) if c.run.eval_every else 0,
                 "lora": c.model.lora is not None, "lr": c.grpo.lr, "kl_coef": c.grpo.kl_coef,
                 "single_turn_steps": c.multi_turn.single_turn_steps,
                 "tokenizer": c.model.tokenizer or ("char" if not c.model.name_or_path else "the model's")}
