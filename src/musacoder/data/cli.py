@@ -195,7 +195,7 @@ def solutions(
         console.print(f"[red]data solutions: {e}", soft_wrap=True)
         raise typer.Exit(2) from e
     console.print("rows: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" (in {out})")
-    console.print(f"next: musacoder train sft --config FILE --set 'data.train=[\"{out}\"]'", soft_wrap=True)
+    console.print(f"next: musacoder train sft --config FILE --set data.train={out}", soft_wrap=True)
 
 
 def rft(
@@ -239,7 +239,7 @@ def rft(
         raise typer.Exit(2) from e
     console.print(f"{counts['tasks_with_pool']}/{counts['tasks']} tasks with a pool; {counts['accepted']} accepted "
                   f"samples → {counts['pooled']} pool members; dataset {out / 'rft'}")
-    console.print(f"next: musacoder train rft --config FILE --set 'data.train=[\"{out}\"]'", soft_wrap=True)
+    console.print(f"next: musacoder train rft --config FILE --set data.train={out}", soft_wrap=True)
 
 
 def pipeline(

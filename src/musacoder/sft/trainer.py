@@ -171,13 +171,16 @@ def resume_point(cfg: SFTConfig) -> str | None:
 def clear_run(out_dir: Path) -> None:
     """A fresh start in `out_dir`: the earlier run's checkpoint-N/, eval/ and metrics.jsonl go, so neither a later
     resume nor the metrics mix two runs."""
+    import os
     import shutil
 
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, one process clears
+        return
     for ckpt in [*out_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*"), out_dir / "eval"]:
         if ckpt.is_dir():
-            shutil.rmtree(ckpt)
+            shutil.rmtree(ckpt, ignore_errors=True)
     (out_dir / "metrics.jsonl").unlink(missing_ok=True)
 
 
