@@ -37,7 +37,18 @@ def test_example_config_loads_with_the_paper_defaults_elsewhere():
 
 def test_train_group_has_rl_and_sft():
     result = CliRunner().invoke(app_with_train(), ["train", "--help"])
-    assert result.exit_code == 0 and " rl " in result.output and " sft " in result.output
+    assert result.exit_code == 0 and " rl " in result.output and " sft " in result.output and " rft " in result.output
+
+
+def test_train_rft_on_chat_rows_names_the_file_and_what_to_pass(tmp_path, monkeypatch):
+    pytest.importorskip("trl", reason="trl is not installed: pip install -e '.[train]' (or .[dev])")
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(app_with_train(), ["train", "rft", "--config", str(EXAMPLE), "--out-dir",
+                                                   str(tmp_path / "run")])
+    assert result.exit_code == 1
+    assert "train rft: examples/sft/tiny_chat.jsonl#0: a row without `pool`" in result.output
+    assert "musacoder data solutions|rft|pipeline" in result.output
+    assert not (tmp_path / "run" / "config.json").exists()  # refused before anything was written
 
 
 def test_missing_data_is_an_actionable_error(tmp_path):
