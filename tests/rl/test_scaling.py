@@ -156,3 +156,43 @@ def test_logits_chunk_bytes_at_the_documented_kernel_config():
     assert logits_chunk_bytes(16, 8192, 152_064, None) == 79_725_330_432  # 74.25 GiB, all at once
     assert logits_chunk_bytes(2, 8192, 152_064, 1024) == 1_245_708_288  # 1.16 GiB per chunk (micro batch 2)
     assert logits_chunk_bytes(2, 100, 152_064, 1024) == 4 * 2 * 100 * 152_064  # short responses: one chunk
+
+
+# --- rollout log-probs ---------------------------------------------------------------------------------------------
+
+def char_model_and_tokenizer():
+    from musacoder.rl.tokenizer import CharTokenizer
+
+    tok = CharTokenizer("abcdefgh=|\n ")
+    torch.manual_seed(0)
+    conf = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
+                                    pad_token_id=0, eos_token_id=1, bos_token_id=1)
+    return transformers.LlamaForCausalLM(conf), tok
+
+
+@pytest.mark.parametrize("temperature,top_p", [(0.9, 0.95), (1.0, 1.0), (0.0, 1.0)])
+def test_rollout_log_probs_are_those_the_trainer_recomputes(temperature, top_p):
+    from musacoder.rl.rollout import HFGenerator
+
+    model, tok = char_model_and_tokenizer()
+    contexts = [tok.encode("a="), tok.encode("bb|c="), tok.encode("h")]
+    torch.manual_seed(1)
+    results = HFGenerator(model, tok, temperature, top_p, max_new_tokens=12).generate(contexts)
+    recomputed, _ = response_log_probs(model, contexts, [ids for ids, _ in results], temperature or 1.0, pad_id=0)
+    assert any(len(ids) > 1 for ids, _ in results)
+    for i, (ids, logps) in enumerate(results):
+        assert len(logps) == len(ids)
+        torch.testing.assert_close(torch.tensor(logps), recomputed[i, : len(ids)], rtol=1e-5, atol=1e-5)
+
+
+def test_rollout_samples_through_top_p_but_records_untruncated_log_probs():
+    from musacoder.rl.rollout import HFGenerator
+
+    model, tok = char_model_and_tokenizer()
+    contexts = [tok.encode("a="), tok.encode("c=")]
+    greedy = HFGenerator(model, tok, 0.0, 1.0, max_new_tokens=8).generate(contexts)
+    torch.manual_seed(3)
+    nucleus = HFGenerator(model, tok, 1.0, 1e-6, max_new_tokens=8).generate(contexts)  # top-p keeps 1 token
+    assert [ids for ids, _ in nucleus] == [ids for ids, _ in greedy]
+    assert all(lp < 0 for _, lps in nucleus for lp in lps)  # of softmax(z / T), not of the truncated distribution

@@ -44,15 +44,56 @@ def _eos_set(tokenizer, model) -> set[int]:
     return ids
 
 
+class _TokenLogProbs:
+    """A logits processor placed before every sampling warper: it sees each step's raw logits z and, one step later
+    (when the sampled token has joined `input_ids`), records log softmax(z / T) at that token. Holds one step's
+    [batch, vocab] log-probs at a time, never the whole response's logits; `finish` adds the last token's."""
+
+    def __init__(self, temperature: float):
+        self.temperature = temperature
+        self.prev: torch.Tensor | None = None
+        self.picked: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.prev is not None:
+            self.picked.append(self.prev.gather(-1, input_ids[:, -1:]).squeeze(-1))
+        self.prev = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def finish(self, new_tokens: torch.Tensor) -> torch.Tensor:
+        """[batch, new tokens] log-probs of `new_tokens` (the generated part of the sequences)."""
+        if self.prev is not None and len(self.picked) < new_tokens.shape[1]:
+            self.picked.append(self.prev.gather(-1, new_tokens[:, len(self.picked):len(self.picked) + 1]).squeeze(-1))
+        self.prev = None
+        if not self.picked:
+            return torch.zeros(new_tokens.shape, dtype=torch.float32)
+        return torch.stack(self.picked, dim=1)[:, : new_tokens.shape[1]]
+
+
 class HFGenerator:
     """Sampling with `transformers` `generate` on the policy being trained; `temperature` 0 decodes greedily
-    (evaluation), and its log-probs are then those of softmax(logits)."""
+    (evaluation), and its log-probs are then those of softmax(logits).
+
+    The sampling chain is passed explicitly — record the log-prob (`_TokenLogProbs`), then temperature, then top-p
+    — and `generate` is given temperature 1, top-p 1 and top-k 0 so it adds no warper of its own: the recorded
+    log-probs are of softmax(raw logits / T), whatever the model's generation config says, and no step's logits are
+    kept beyond the next step."""
 
     def __init__(self, model, tokenizer, temperature: float, top_p: float, max_new_tokens: int):
         self.model, self.tokenizer = model, tokenizer
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_ids = _eos_set(tokenizer, model)
+
+    def _processors(self, recorder: _TokenLogProbs):
+        from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
+
+        chain = [recorder]
+        if self.temperature > 0:
+            chain.append(TemperatureLogitsWarper(self.temperature))
+            if self.top_p < 1.0:
+                chain.append(TopPLogitsWarper(self.top_p))
+        return LogitsProcessorList(chain)
 
     @torch.no_grad()
     def generate(self, contexts: Sequence[list[int]]) -> list[tuple[list[int], list[float]]]:
@@ -67,16 +108,17 @@ class HFGenerator:
         was_training = self.model.training
         self.model.eval()
         greedy = self.temperature == 0
-        sampling = {} if greedy else {"temperature": self.temperature, "top_p": self.top_p, "top_k": 0}
+        recorder = _TokenLogProbs(self.temperature or 1.0)
+        sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": 1.0, "top_p": 1.0,
+                                                        "top_k": 0}
         out = self.model.generate(
-            input_ids=input_ids.to(device), attention_mask=attention.to(device), do_sample=not greedy,
-            max_new_tokens=self.max_new_tokens, pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids),
-            return_dict_in_generate=True, output_logits=True, **sampling,
+            input_ids=input_ids.to(device), attention_mask=attention.to(device), max_new_tokens=self.max_new_tokens,
+            pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids), return_dict_in_generate=True,
+            logits_processor=self._processors(recorder), **sampling,
         )
         self.model.train(was_training)
         seq = out.sequences[:, width:]
-        logits = torch.stack(out.logits, dim=1)[:, : seq.shape[1]].float()
-        logps = torch.log_softmax(logits / (self.temperature or 1.0), dim=-1).gather(-1, seq.unsqueeze(-1)).squeeze(-1)
+        logps = recorder.finish(seq)
         return [_cut_at_eos(s.tolist(), lp.tolist(), self.eos_ids) for s, lp in zip(seq.cpu(), logps.cpu())]
 
 
