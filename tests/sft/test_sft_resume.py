@@ -49,7 +49,7 @@ def checkpoints(tmp_path):
     return sorted(p.name for p in (tmp_path / "run").glob("checkpoint-*"))
 
 
-def test_resume_only_when_the_recorded_config_agrees(tmp_path):
+def test_resume_only_when_the_recorded_config_agrees(tmp_path, monkeypatch):
     train_from_config(config(tmp_path))
     assert checkpoints(tmp_path) == ["checkpoint-1"]
 
@@ -75,8 +75,23 @@ def test_resume_only_when_the_recorded_config_agrees(tmp_path):
     assert max(r["step"] for r in out["log_history"] if "loss" in r) == 2
     assert checkpoints(tmp_path) == ["checkpoint-1", "checkpoint-2"]  # already at 2 epochs: nothing new
 
-    # fresh: the earlier checkpoints and metrics go, the new run starts at step 1
+    # fresh: the earlier checkpoints, metrics, model and manifest go, the new run starts at step 1
+    from musacoder.manifest import read_manifest
+
+    seen = {}
+
+    def train_and_look(self, *args, **kwargs):  # what the folder holds while the fresh run trains
+        seen["manifest"] = read_manifest(tmp_path / "run")
+        seen["final"] = (tmp_path / "run" / "final").exists()
+        return original(self, *args, **kwargs)
+
+    import trl
+
+    original = trl.SFTTrainer.train
+    monkeypatch.setattr(trl.SFTTrainer, "train", train_and_look)
     train_from_config(config(tmp_path, train__lr=5e-3, run__resume=False))
+    assert seen == {"manifest": None, "final": False}
+    assert read_manifest(tmp_path / "run").stage == "sft"
     assert checkpoints(tmp_path) == ["checkpoint-1"]
     logged = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in logged if "loss" in r] == [1]

@@ -14,7 +14,8 @@ _SET = typer.Option(None, "--set", help="Override a config key: --set train.lr=2
                     "(values parsed as JSON when they can be).")
 _OUT = typer.Option(None, "--out-dir", help="Run directory (overrides run.out_dir).")
 _EPOCHS = typer.Option(None, "--epochs", help="Passes over the data (overrides train.epochs).")
-_FRESH = typer.Option(False, "--fresh", help="Start over: remove the run directory's checkpoints and metrics.")
+_FRESH = typer.Option(False, "--fresh", help="Start over: remove the earlier run in the run directory "
+                      "(checkpoints, final/, metrics, manifest).")
 
 
 def _train(config: Path, set_: Optional[list[str]], out_dir: Optional[Path], epochs: Optional[int], fresh: bool,

@@ -81,8 +81,9 @@ class SFTRunConfig(_Section):
     resume: bool | str = Field(True, description="true = continue from the latest checkpoint-N in out_dir when "
                                "there is one and the run's recorded config.json agrees on every key of "
                                "`RESUME_KEYS` (else an error naming the keys that differ); a path = continue from "
-                               "that checkpoint, whatever its settings; false = start fresh (the run directory's "
-                               "checkpoint-N/ and metrics.jsonl are removed).")
+                               "that checkpoint, whatever its settings; false = start fresh (the earlier run's "
+                               "checkpoint-N/, final/, adapter/, eval/, metrics.jsonl and musacoder.json are "
+                               "removed).")
     logging_steps: int = Field(10, ge=1, description="Log loss, lr and grad norm every N optimiser steps.")
     report_to: list[str] = Field(default_factory=list, description="Extra loggers, e.g. ['tensorboard'] (each "
                                  "must be installed).")

@@ -154,8 +154,8 @@ def resume_point(cfg: SFTConfig) -> str | None:
     if last is None:
         return None
     recorded_path = Path(r.out_dir) / "config.json"
-    how = (f"start fresh with --fresh (removes {r.out_dir}'s checkpoints and metrics) or another --out-dir, or "
-           f"resume anyway with --set run.resume={last}")
+    how = (f"start fresh with --fresh (removes the earlier run in {r.out_dir}) or another --out-dir, or resume "
+           f"anyway with --set run.resume={last}")
     try:
         recorded = json.loads(recorded_path.read_text())
     except (OSError, ValueError) as e:
@@ -169,8 +169,9 @@ def resume_point(cfg: SFTConfig) -> str | None:
 
 
 def clear_run(out_dir: Path) -> None:
-    """A fresh start in `out_dir`: the earlier run's checkpoint-N/, eval/ and metrics.jsonl go, so neither a later
-    resume nor the metrics mix two runs."""
+    """A fresh start in `out_dir`: the earlier run's checkpoint-N/, eval/, final/, adapter/, metrics.jsonl and
+    manifest go, so neither a later resume, nor the metrics, nor a stage reading the folder mixes two runs (the
+    folder is a stage folder again when this run has written its final/ and manifest)."""
     import os
     import shutil
 
@@ -178,7 +179,10 @@ def clear_run(out_dir: Path) -> None:
 
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, one process clears
         return
-    for ckpt in [*out_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*"), out_dir / "eval"]:
+    from musacoder.manifest import MANIFEST_NAME
+
+    (out_dir / MANIFEST_NAME).unlink(missing_ok=True)  # first: the folder stops naming a model before it goes
+    for ckpt in [*out_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*"), out_dir / "eval", out_dir / "final", out_dir / "adapter"]:
         if ckpt.is_dir():
             shutil.rmtree(ckpt, ignore_errors=True)
     (out_dir / "metrics.jsonl").unlink(missing_ok=True)
