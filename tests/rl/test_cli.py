@@ -26,7 +26,7 @@ def test_train_rl_runs_the_example_for_two_steps(tmp_path):
                                       "--set", "run.steps=2", "--set", "run.tensorboard=false"])
     assert result.exit_code == 0, result.output
     assert "step     2 [single_turn]" in result.output
-    assert [r["step"] for r in read_metrics(out)] == [1, 2]
+    assert [r["step"] for r in read_metrics(out)] == [0, 1, 2]  # step 0: the evaluation before training
 
 
 def test_register_joins_an_existing_train_group():

@@ -47,7 +47,9 @@ def format_row(row: dict) -> str:
                      f"dropped {row['groups_dropped']}/{row['groups']} retry buf {row['retry_buffer']} "
                      f"replays {row['retry_replays']} popped {row['mirrorpop_popped']}/{row['mirrorpop_checked']}")
     if "eval/pass_at_1" in row:
-        parts.append(f"eval pass@1 {row['eval/pass_at_1']:.2f} speedup {row['eval/speedup_mean']:.2f}")
+        speedup = row["eval/speedup_mean"]
+        parts.append(f"eval pass@1 {row['eval/pass_at_1']:.2f}"
+                     + (f" speedup {speedup:.2f}x" if speedup == speedup else ""))  # NaN: nothing timed
     return " ".join(parts)
 
 
