@@ -81,6 +81,12 @@ def test_sft_run_evaluates_held_out_tasks_into_metrics(tmp_path):
     assert "1. Semantic decomposition" in prompt[-1]["content"]  # the data stage's prompt, what SFT data holds
     assert (tmp_path / "run/final/config.json").exists()
 
+    # resuming the finished run evaluates nothing again (the last step's evaluation is on disk)
+    again = ReluPasses()
+    train_from_config(cfg, eval_verifier=again)
+    logged = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in logged if "eval/pass@1" in r] == [0, 2, 4] and again.jobs == []
+
 
 def test_eval_with_real_verification_on_the_cpu(tmp_path):
     """The tiny model's answers go through MooreEval itself (they are not code: extract_error, no build)."""

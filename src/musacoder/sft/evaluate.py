@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from musacoder.data.runs import Turn
+from musacoder.manifest import MANIFEST_NAME
 from musacoder.sft.config import SFTEvalConfig
 
 
@@ -79,7 +80,10 @@ def eval_callback(cfg: SFTEvalConfig, tokenizer, out_dir: Path, write_row: Calla
             if step in self.done or not state.is_world_process_zero or model is None:
                 return
             self.done.add(step)
-            row = evaluate(model, tokenizer, cfg, out_dir / "eval" / f"step-{step}", verifier=verifier)
+            run_dir = out_dir / "eval" / f"step-{step}"
+            if (run_dir / MANIFEST_NAME).exists():  # evaluated and logged before this process resumed the run
+                return
+            row = evaluate(model, tokenizer, cfg, run_dir, verifier=verifier)
             write_row({"step": step, **row})
 
         def on_train_begin(self, args, state, control, model=None, **kwargs):
