@@ -121,6 +121,7 @@ def test_enabled_sinks_without_their_package_are_errors(tmp_path, monkeypatch):
     assert not (tmp_path / "metrics.jsonl").exists()  # refused before anything was written
     with pytest.raises(SinkUnavailable):
         train_from_config(toy(tmp_path, tensorboard=True))
+    assert not (tmp_path / "run").exists()  # refused before the run folder was touched
 
 
 def test_wandb_and_tensorboard_receive_every_numeric_metric(tmp_path, monkeypatch):

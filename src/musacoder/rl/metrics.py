@@ -12,21 +12,39 @@ class SinkUnavailable(RuntimeError):
     """A metrics sink was enabled but its package is not installed."""
 
 
-def _tensorboard_writer(log_dir: Path):
+def _import_tensorboard():
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError as e:
         raise SinkUnavailable("run.tensorboard = true but the tensorboard package is not installed: "
                               "pip install -e '.[tensorboard]', or set run.tensorboard = false") from e
-    return SummaryWriter(str(log_dir))
+    return SummaryWriter
 
 
-def _wandb_run(out_dir: Path, project: str, mode: str, config: dict | None):
+def _import_wandb():
     try:
         import wandb
     except ImportError as e:
         raise SinkUnavailable("run.wandb = true but the wandb package is not installed: pip install -e '.[wandb]', "
                               "or set run.wandb = false") from e
+    return wandb
+
+
+def check_sinks(tensorboard: bool, wandb: bool) -> None:
+    """Raise SinkUnavailable now for an enabled sink whose package is missing (a run checks before it loads a
+    model, not after)."""
+    if tensorboard:
+        _import_tensorboard()
+    if wandb:
+        _import_wandb()
+
+
+def _tensorboard_writer(log_dir: Path):
+    return _import_tensorboard()(str(log_dir))
+
+
+def _wandb_run(out_dir: Path, project: str, mode: str, config: dict | None):
+    wandb = _import_wandb()
     # one W&B run per run directory: a resumed run goes on logging into the same one
     id_file = out_dir / "wandb_id.txt"
     run_id = id_file.read_text().strip() if id_file.is_file() else None

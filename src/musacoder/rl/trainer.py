@@ -33,7 +33,7 @@ from musacoder.rl import rundir
 from musacoder.rl.config import RLConfig
 from musacoder.rl.env import KernelEnv, make_verifier_pool, verifier_from_config
 from musacoder.rl.grpo import clipped_policy_loss, group_has_signal, grpo_advantages
-from musacoder.rl.metrics import MetricsLogger
+from musacoder.rl.metrics import MetricsLogger, check_sinks
 from musacoder.rl.mirrorpop import mirrorpop_keep, sequence_log_ratio_stats
 from musacoder.rl.primeecho import primeecho_reward
 from musacoder.rl.records import RewardRecord, Sample, Turn, assemble_sample
@@ -268,6 +268,7 @@ class Trainer:
         self.rng = random.Random(cfg.run.seed)
         torch.manual_seed(cfg.run.seed)
         self.out_dir = Path(cfg.run.out_dir)
+        check_sinks(cfg.run.tensorboard, cfg.run.wandb)
         record = config_record(cfg)
         plan = rundir.start_plan(self.out_dir, record, cfg.run.resume,
                                  defaults=RLConfig().model_dump(mode="json"))
