@@ -190,7 +190,8 @@ def response_log_probs(model, contexts, responses, temperature: float, pad_id: i
             entropy = -(logp.exp() * logp).sum(-1)
         return token_logp, entropy
     decoder, head = parts
-    hidden = decoder(input_ids=ids, attention_mask=attention).last_hidden_state
+    out = decoder(input_ids=ids, attention_mask=attention)
+    hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
     hidden = hidden.gather(1, pos.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))  # [B, T, H]
     outs = []
     for start in range(0, t_max, chunk_size):
