@@ -30,7 +30,8 @@ RL_SETTINGS = ["--set", "model.name_or_path=runs/chain/sft", "--set", "env.kind=
                "--set", 'env.tasks=["runs/chain/tasks"]', "--set", "env.backend=cpu",
                "--set", 'env.verify={"trials": 1}', "--set", "rollout.max_new_tokens=8",
                "--set", "grpo.group_size=2", "--set", "grpo.prompts_per_step=1", "--set", "grpo.minibatch_size=2",
-               "--set", "run.steps=1", "--set", "run.save_every=0", "--out-dir", "runs/chain/rl"]
+               "--set", "run.steps=1", "--set", "run.save_every=0", "--set", "run.eval_every=0",
+               "--out-dir", "runs/chain/rl"]
 TIMES: dict[str, float] = {}
 
 
