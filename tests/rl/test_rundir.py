@@ -161,3 +161,23 @@ def test_lora_final_is_merged_and_the_adapter_kept(tmp_path):
         torch.testing.assert_close(value, expected[name])
     changed = [k for k in loaded if not torch.equal(loaded[k], initial[k])]
     assert changed and all("proj" in k for k in changed)  # the trained adapters, merged into the linear layers
+
+
+def test_model_location_resolves_stage_folders_only(tmp_path):
+    from musacoder.manifest import Manifest, write_manifest
+    from musacoder.rl.trainer import model_location
+
+    assert model_location("Qwen/Qwen3-8B") == "Qwen/Qwen3-8B"  # a hub id passes through
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "config.json").write_text("{}")
+    assert model_location(str(plain)) == str(plain)  # a model folder stays
+    stage = tmp_path / "sft"
+    (stage / "final").mkdir(parents=True)
+    (stage / "final" / "config.json").write_text("{}")
+    write_manifest(stage, Manifest(stage="sft", files={"model": "final"}))
+    assert model_location(str(stage)) == str((stage / "final").resolve())
+    unfinished = tmp_path / "rl"
+    write_manifest(unfinished, Manifest(stage="rl", files={"metrics": "metrics.jsonl"}))
+    with pytest.raises(ValueError, match="'rl' folder without a model"):
+        model_location(str(unfinished))

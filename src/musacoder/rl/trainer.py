@@ -343,7 +343,7 @@ class Trainer:
 
             if not self.cfg.model.name_or_path:
                 raise ValueError("rollout.engine = 'vllm' needs model.name_or_path (vLLM loads the model itself)")
-            gen = VLLMGenerator(self.cfg.model.name_or_path, self.tokenizer, r.temperature, r.top_p,
+            gen = VLLMGenerator(model_location(self.cfg.model.name_or_path), self.tokenizer, r.temperature, r.top_p,
                                 r.max_new_tokens)
             gen.sync(self.model)
             return gen
