@@ -40,7 +40,7 @@ from musacoder.rl.records import RewardRecord, Sample, Turn, assemble_sample
 from musacoder.rl.retry import RetryBuffer, RetryEntry
 from musacoder.rl.rollout import HFGenerator, run_episodes
 from musacoder.rl.tokenizer import CharTokenizer
-from musacoder.rl.toy import TOY_CHARSET, ToyEnv, toy_tasks
+from musacoder.rl.toy import TOY_CHARSET, ToyEnv, toy_tasks_from_config
 
 # --- building blocks (the edges: models, tokenizers, task files) -----------------------------------------------------
 
@@ -282,7 +282,7 @@ class Trainer:
         if tasks is not None:
             self.tasks = list(tasks)
         elif cfg.env.kind == "toy":
-            self.tasks = toy_tasks(cfg.env.toy_letters, cfg.env.toy_length)
+            self.tasks = toy_tasks_from_config(cfg.env)
         else:
             self.tasks = load_kernel_tasks(cfg.env.tasks, cfg.env.overrides)
         if eval_tasks is not None:
