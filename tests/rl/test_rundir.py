@@ -181,3 +181,24 @@ def test_model_location_resolves_stage_folders_only(tmp_path):
     write_manifest(unfinished, Manifest(stage="rl", files={"metrics": "metrics.jsonl"}))
     with pytest.raises(ValueError, match="'rl' folder without a model"):
         model_location(str(unfinished))
+
+
+def test_char_tokenizer_saved_and_loaded_keeps_ids_and_rendering(tmp_path):
+    import string
+
+    from transformers import AutoTokenizer
+
+    from musacoder.rl.rollout import render_context
+    from musacoder.rl.tokenizer import CharTokenizer
+
+    tok = CharTokenizer(string.printable)
+    tok.save_pretrained(tmp_path / "tok")
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    text = "def f(x):\n\treturn x  # é\r\x0b\x0c|<eos>"
+    assert loaded.encode(text, add_special_tokens=False) == tok.encode(text)
+    assert (loaded.pad_token_id, loaded.eos_token_id, len(loaded)) == (0, 1, len(tok))
+    ids = tok.encode("ab c") + [1, 0]
+    assert loaded.decode(ids, skip_special_tokens=True) == tok.decode(ids) == "ab c"
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u\n"},
+                {"role": "assistant", "content": "a"}, {"role": "user", "content": "f"}]
+    assert render_context(loaded, messages) == render_context(tok, messages)

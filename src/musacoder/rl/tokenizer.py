@@ -59,7 +59,9 @@ class CharTokenizer:
         tok = Tokenizer(models.WordLevel(vocab=dict(self.stoi), unk_token="<unk>"))
         tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # every character alone
         tok.decoder = decoders.Fuse()
-        fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+        # split_special_tokens: text that spells "<eos>" is characters, as CharTokenizer.encode reads it
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>",
+                                       split_special_tokens=True)
         fast.chat_template = PLAIN_CHAT_TEMPLATE
         return fast
 
