@@ -101,7 +101,13 @@ def write_json(path: Path, chosen: dict, verdicts: dict, gpu: bool, small: bool)
                                 "candidates": {n: {**chosen[n], "status": verdicts[n]["status"],
                                                    "reward": verdicts[n]["reward"],
                                                    "violations": verdicts[n]["violations"][:5],
-                                                   "error": (verdicts[n].get("error") or "")[:800]}
+                                                   "error": (verdicts[n].get("error") or "")[:800],
+                                                   "systematic_defect": verdicts[n].get("systematic_defect"),
+                                                   "failed_trials": [
+                                                       {k: t.get(k) for k in ("trial", "kind", "message",
+                                                                              "precision_error", "precision_bound")}
+                                                       for t in verdicts[n].get("trials") or []
+                                                       if not t.get("passed")][:4]}
                                                for n in chosen if n in verdicts}}, indent=1))
     return summary
 
