@@ -98,6 +98,19 @@ def test_resume_only_when_the_recorded_config_agrees(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "run" / "config.json").read_text())["train"]["lr"] == 5e-3
 
 
+def test_rows_rewritten_under_the_same_path_are_not_resumed_silently(tmp_path):
+    train_from_config(config(tmp_path))
+    recorded = json.loads((tmp_path / "run" / "data.json").read_text())
+    assert list(recorded) == [str((tmp_path / "chat.jsonl").resolve())]
+    longer = config(tmp_path, train__epochs=2)
+    forced = config(tmp_path, train__epochs=2, run__resume=str(tmp_path / "run" / "checkpoint-1"))
+    rows_file(tmp_path, n=9)  # the data stage ran again into the same file
+    with pytest.raises(ValueError, match=r"run on other data: .*chat\.jsonl changed since.*--fresh"):
+        train_from_config(longer)
+    train_from_config(forced)  # a named checkpoint: resumed whatever the rows
+    assert json.loads((tmp_path / "run" / "data.json").read_text()) != recorded
+
+
 def test_checkpoints_without_a_recorded_config_are_not_resumed_silently(tmp_path):
     train_from_config(config(tmp_path))
     (tmp_path / "run" / "config.json").unlink()

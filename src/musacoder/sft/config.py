@@ -79,8 +79,9 @@ class SFTRunConfig(_Section):
                             "epoch).")
     keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept on disk (final/ is kept apart).")
     resume: bool | str = Field(True, description="true = continue from the latest checkpoint-N in out_dir when "
-                               "there is one and the run's recorded config.json agrees on every key of "
-                               "`RESUME_KEYS` (else an error naming the keys that differ); a path = continue from "
+                               "there is one, the run's recorded config.json agrees on every key of `RESUME_KEYS` "
+                               "and its data.json on the data files' sha256 (else an error naming what differs); "
+                               "a path = continue from "
                                "that checkpoint, whatever its settings; false = start fresh (the earlier run's "
                                "checkpoint-N/, final/, adapter/, eval/, metrics.jsonl and musacoder.json are "
                                "removed).")

@@ -89,6 +89,29 @@ def _read(path: Path) -> list[dict]:
     return ds.to_list()
 
 
+def data_fingerprint(patterns: Sequence[str]) -> dict[str, str]:
+    """Each data file `patterns` name (`data_files`), as an absolute path → sha256 of its bytes (a `save_to_disk`
+    directory: of its files' relative names and bytes). What a resume checks the rows against."""
+    import hashlib
+
+    def update(h, path: Path) -> None:
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+
+    out: dict[str, str] = {}
+    for path in data_files(patterns):
+        h = hashlib.sha256()
+        if path.is_dir():
+            for f in sorted(p for p in path.rglob("*") if p.is_file()):
+                h.update(str(f.relative_to(path)).encode() + b"\0")
+                update(h, f)
+        else:
+            update(h, path)
+        out[str(path.resolve())] = h.hexdigest()
+    return out
+
+
 def load_rows(patterns: Sequence[str], limit: int | None = None) -> tuple[list[dict], list[str]]:
     """(rows, origins): every row of every file, and "file#index" of each for error messages."""
     rows: list[dict] = []

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from musacoder.sft.config import SFTConfig, resume_mismatch
-from musacoder.sft.dataset import EpochDataset, detect_kind, load_rows
+from musacoder.sft.dataset import EpochDataset, data_fingerprint, detect_kind, load_rows
 
 log = logging.getLogger(__name__)
 
@@ -137,10 +137,14 @@ def _metrics_callback(path: Path):
     return MetricsJsonl()
 
 
-def resume_point(cfg: SFTConfig) -> str | None:
+DATA_RECORD = "data.json"  # the run's data files and their sha256 (`data_fingerprint`), beside config.json
+
+
+def resume_point(cfg: SFTConfig, data: dict[str, str] | None = None) -> str | None:
     """The checkpoint to continue from (`run.resume`), or None for a fresh start. Resuming the latest checkpoint
-    needs the run directory's recorded config.json to agree with `cfg` on `RESUME_KEYS`; where it does not, a
-    ValueError names the keys that differ and the ways on. Call before config.json is rewritten."""
+    needs the run directory's recorded config.json to agree with `cfg` on `RESUME_KEYS`, and its recorded data
+    files (data.json, where there is one) to hash as `data` does; where either differs, a ValueError names what and
+    the ways on. Call before config.json and data.json are rewritten."""
     r = cfg.run
     if isinstance(r.resume, str):
         if not Path(r.resume).is_dir():
@@ -165,6 +169,13 @@ def resume_point(cfg: SFTConfig) -> str | None:
     if differ:
         keys = "; ".join(f"{k}: {old!r} there, {new!r} now" for k, (old, new) in differ.items())
         raise ValueError(f"{r.out_dir} holds {Path(last).name} of a run with other settings ({keys}); {how}")
+    recorded_data = Path(r.out_dir) / DATA_RECORD
+    if data is not None and recorded_data.is_file():
+        before = json.loads(recorded_data.read_text())
+        changed = sorted(f for f in {*before, *data} if before.get(f) != data.get(f))
+        if changed:
+            raise ValueError(f"{r.out_dir} holds {Path(last).name} of a run on other data: "
+                             f"{', '.join(changed)} changed since (sha256 in {recorded_data}); {how}")
     return last
 
 
@@ -207,7 +218,8 @@ def train_from_config(cfg: SFTConfig, *, model=None, tokenizer=None, eval_verifi
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     out_dir = Path(cfg.run.out_dir)
-    resume = resume_point(cfg)  # before config.json is rewritten: it is what a resume is checked against
+    data = data_fingerprint(cfg.data.train)
+    resume = resume_point(cfg, data)  # before config.json and data.json are rewritten: a resume is checked on them
     tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg)
     rows, origins = load_rows(cfg.data.train, cfg.data.limit)
     kind = detect_kind(rows, cfg.data.kind, origins)
@@ -215,6 +227,7 @@ def train_from_config(cfg: SFTConfig, *, model=None, tokenizer=None, eval_verifi
     if resume is None:
         clear_run(out_dir)
     (out_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
+    (out_dir / DATA_RECORD).write_text(json.dumps(data, indent=1) + "\n")
     dataset = EpochDataset(rows, tokenizer, cfg.data.max_seq_len, kind=kind, seed=cfg.run.seed, origins=origins)
     log.info("%s data: %d rows, %d dropped (prompt too long), %d truncated", kind, len(dataset),
              dataset.stats["dropped_too_long"], dataset.stats["truncated"])
@@ -248,7 +261,7 @@ def write_run_manifest(cfg: SFTConfig, kind: str, data_stats: dict[str, Any], st
     from musacoder.manifest import Manifest, write_manifest
 
     out_dir = Path(cfg.run.out_dir)
-    files = {"model": "final", "metrics": "metrics.jsonl", "config": "config.json"}
+    files = {"model": "final", "metrics": "metrics.jsonl", "config": "config.json", "data": DATA_RECORD}
     if (out_dir / "adapter").is_dir() and cfg.model.lora is not None:
         files["adapter"] = "adapter"
     base = cfg.model.name_or_path
