@@ -155,7 +155,9 @@ def variant_summary(per_seed: list[dict]) -> dict:
 
 def table(summary: dict, threshold: float) -> str:
     def ms(d, fmt="{:.2f}"):
-        return "–" if d["mean"] is None or math.isnan(d["mean"]) else f"{fmt.format(d['mean'])} ± {fmt.format(d['std'])}"
+        if d["mean"] is None or math.isnan(d["mean"]):
+            return "–"
+        return f"{fmt.format(d['mean'])} ± {fmt.format(d['std'])}"
 
     header = ["variant", "final pass@1", f"steps to pass@1 ≥ {threshold}", "MirrorPop keep rate",
               "retry buffer (mean / end)", "replays (recovered)", "groups dropped"]
