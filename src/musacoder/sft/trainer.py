@@ -223,6 +223,7 @@ def train_from_config(cfg: SFTConfig, *, model=None, tokenizer=None, eval_verifi
     tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg)
     rows, origins = load_rows(cfg.data.train, cfg.data.limit)
     kind = detect_kind(rows, cfg.data.kind, origins)
+    model = model if model is not None else build_model(cfg, tokenizer)  # before a fresh start clears out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     if resume is None:
         clear_run(out_dir)
@@ -231,7 +232,6 @@ def train_from_config(cfg: SFTConfig, *, model=None, tokenizer=None, eval_verifi
     dataset = EpochDataset(rows, tokenizer, cfg.data.max_seq_len, kind=kind, seed=cfg.run.seed, origins=origins)
     log.info("%s data: %d rows, %d dropped (prompt too long), %d truncated", kind, len(dataset),
              dataset.stats["dropped_too_long"], dataset.stats["truncated"])
-    model = model if model is not None else build_model(cfg, tokenizer)
 
     metrics = out_dir / "metrics.jsonl"
     callbacks = [_metrics_callback(metrics)]
@@ -257,7 +257,7 @@ def train_from_config(cfg: SFTConfig, *, model=None, tokenizer=None, eval_verifi
 
 def write_run_manifest(cfg: SFTConfig, kind: str, data_stats: dict[str, Any], steps: int) -> Path:
     """`OUT/musacoder.json` (`musacoder.manifest`): stage 'sft' or 'rft' (the kind of rows trained on), what was
-    read, and the products — 'model' = final/, 'adapter' for LoRA runs, 'metrics', 'config'."""
+    read, and the products — 'model' = final/, 'adapter' for LoRA runs, 'metrics', 'config', 'data' (data.json)."""
     from musacoder.manifest import Manifest, write_manifest
 
     out_dir = Path(cfg.run.out_dir)
