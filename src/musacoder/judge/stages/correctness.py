@@ -138,13 +138,17 @@ def precision_models(ctx: RunContext, ref_model):
 
 def shared_reference_case(ctx: RunContext, module, ref_model, seed: int, perturb: str | None, label: int):
     """`reference_case` for a main trial, from the task's shared cache where the verification has one: the outputs
-    and yardsticks kept on the host, moved to the comparison device for each candidate. Extra shapes are not
-    shared."""
-    if ctx.cache is None or label != 0:
+    and yardsticks kept on the host, and copied to the comparison device for each candidate that reuses them. The
+    candidate that computes an entry compares against its own originals (no round trip through the host). Extra
+    shapes are not shared, nor are cases too large for the cache's budget: they would cross to the host and back
+    for nothing (a 6.4 GB output and its float64 reference are 19 GB each way, seconds a trial)."""
+    if ctx.cache is None or label != 0 or not _fits_cache(ctx):
         return reference_case(ctx, module, ref_model, seed, perturb)
+    mine: list = []
 
     def compute():
         kept, out, precision = reference_case(ctx, module, ref_model, seed, perturb)
+        mine.append((kept, out, precision))
         return kept, to_cpu(out), _precision_to(precision, "cpu"), ctx.ref_forward_s
 
     def size(value) -> int:
@@ -152,9 +156,20 @@ def shared_reference_case(ctx: RunContext, module, ref_model, seed: int, perturb
         return nbytes(out) + (sum(nbytes(y.ref64) for y in precision.leaves.values()) if precision else 0)
 
     kept, out, precision, ref_s = ctx.cached(("reference_case", ctx.device, seed, perturb), compute, size)
+    if mine:  # computed here: the device originals are this verification's alone
+        return mine[0]
     ctx.ref_forward_s = max(ctx.ref_forward_s, ref_s)
     cmp = ctx.compare_device  # each verification gets copies: the kept ones are shared with the task's others
     return kept, to_device(out, cmp), _precision_to(precision, cmp)
+
+
+def _fits_cache(ctx: RunContext) -> bool:
+    """Whether a trial's reference case can be kept in the task cache: its estimated bytes (the output, and its
+    float64 reference at twice a float32 output's size) within the cache's budget. Unknown off a GPU (no footprint),
+    where tasks are small and the budget decides after the fact."""
+    if ctx.fp is None or ctx.cache is None:
+        return True
+    return 3 * ctx.fp.outputs <= ctx.cache.budget_bytes
 
 
 def _precision_to(precision: Precision | None, device: str) -> Precision | None:

@@ -1,0 +1,60 @@
+"""A trial's reference case through the per-task cache: the candidate that computes it compares against its own
+originals, later candidates against copies of the kept ones, and a case larger than the cache's budget (known from
+the task's footprint on a GPU) is computed in place, never sent to the host and back."""
+
+from pathlib import Path
+
+import torch
+
+from musacoder.config import VerifyConfig
+from musacoder.judge.slots import Footprint
+from musacoder.judge.stages.context import RunContext
+from musacoder.judge.stages.correctness import precision_models, shared_reference_case
+from musacoder.judge.task_cache import TaskCache
+from musacoder.tasks import load_module, load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _ctx(cache: TaskCache) -> RunContext:
+    task = load_task(ROOT / "examples" / "tasks" / "linear_gelu.py")
+    ctx = RunContext.new(task, "", "cpu", VerifyConfig(), cache=cache)
+    ctx.device = ctx.device_pool = "cpu"
+    ctx.share_with_task()
+    ctx.module = load_module(task)
+    return ctx
+
+
+def _case(ctx: RunContext):
+    module = ctx.module
+    torch.manual_seed(0)
+    ref = module.Model(*module.get_init_inputs())
+    ctx.precision_models = precision_models(ctx, ref)
+    return shared_reference_case(ctx, module, ref, seed=7, perturb="center", label=0)
+
+
+def _leaves(case):
+    _, out, precision = case
+    return [out] + [y.ref64 for y in precision.leaves.values()]
+
+
+def test_the_computing_candidate_keeps_its_originals_and_the_next_gets_copies():
+    cache = TaskCache(budget_bytes=1 << 30)
+    first_ctx, second_ctx = _ctx(cache), _ctx(cache)
+    first, second = _case(first_ctx), _case(second_ctx)
+    assert len(cache) == 1 and first_ctx.verdict.reference_reused is False and second_ctx.verdict.reference_reused
+    kept = next(iter(cache._entries.values()))[0]
+    for a, b, k in zip(_leaves(first), _leaves(second), [kept[1]] + [y.ref64 for y in kept[2].leaves.values()]):
+        assert torch.equal(a, b) and torch.equal(a, k)
+        assert a.data_ptr() != k.data_ptr() != b.data_ptr() != a.data_ptr()  # nobody reads another's tensor
+
+
+def test_a_case_beyond_the_budget_is_not_kept_nor_copied():
+    cache = TaskCache(budget_bytes=1 << 20)
+    ctx = _ctx(cache)
+    ctx.fp = Footprint(inputs=1 << 30, outputs=1 << 30, weights=0)  # a task whose outputs alone exceed the budget
+    case = _case(ctx)
+    assert len(cache) == 0 and cache.misses == 0  # the cache was not even asked
+    small = _ctx(cache)
+    small.fp = Footprint(inputs=1 << 10, outputs=1 << 10, weights=0)
+    assert torch.equal(_case(small)[1], case[1]) and cache.misses == 1
