@@ -52,9 +52,29 @@ RUN: dict[str, tuple[str, str]] = {
         "musacoder train sft --config examples/sft/tiny_cpu.toml --epochs 1", "one epoch"),
     "musacoder train rl --config examples/rl/tiny_cpu.toml": (
         "musacoder train rl --config examples/rl/tiny_cpu.toml --set run.steps=2", "two steps"),
-    "musacoder train rl --config examples/rl/tiny_cpu.toml --set run.steps=10 --set grpo.lr=1e-3 --out-dir runs/try": (
-        "musacoder train rl --config examples/rl/tiny_cpu.toml --set run.steps=2 --set grpo.lr=1e-3 --out-dir runs/try",
-        "two steps"),
+    "musacoder train rl --config examples/rl/tiny_cpu.toml --set run.steps=10 --set run.eval_every=5 --out-dir runs/try": (
+        "musacoder train rl --config examples/rl/tiny_cpu.toml --set run.steps=2 --set run.eval_every=1 "
+        "--out-dir runs/try-eval", "two steps, evaluated after each"),
+    # docs/rl.md: each run folder is the next stage's input
+    "musacoder train sft --config examples/sft/tiny_cpu.toml --out-dir runs/sft": (
+        "musacoder train sft --config examples/sft/tiny_cpu.toml --epochs 1 --out-dir runs/sft", "one epoch"),
+    "musacoder train rl --config examples/rl/tiny_cpu.toml --set model.name_or_path=runs/sft --out-dir runs/rl": (
+        "musacoder train rl --config examples/rl/tiny_cpu.toml --set model.name_or_path=runs/sft --set run.steps=2 "
+        "--set run.eval_every=0 --out-dir runs/rl", "two steps"),
+    "musacoder bench --model hf:runs/rl --suite examples --samples 2 --max-tokens 64 --out runs/bench": (
+        "musacoder bench --model hf:runs/rl --suite examples --tasks relu --samples 1 --max-tokens 16 "
+        "--verify-arg trials=1 --out runs/bench", "one task, one short sample"),
+    "musacoder train rl --config examples/rl/tiny_cpu.toml --set model.name_or_path=runs/rl --out-dir runs/rl2": (
+        "musacoder train rl --config examples/rl/tiny_cpu.toml --set model.name_or_path=runs/rl --set run.steps=2 "
+        "--set run.eval_every=0 --out-dir runs/rl2", "two steps"),
+    # docs/sft.md: the chain data -> SFT -> RL -> bench, as written
+    "mkdir -p runs/chain/tasks && cp examples/tasks/relu.py runs/chain/tasks/": (None, "as written"),
+    "musacoder data solutions runs/chain/tasks --model dir:examples/data/responses --backend cpu --samples 1 --turns 1 "
+    "--verify trials=1 --verify time_candidate=false --out runs/chain/data": (None, "as written"),
+    "musacoder train sft --config examples/sft/chain_cpu.toml": (None, "as written"),
+    "musacoder train rl --config examples/rl/chain_cpu.toml": (None, "as written"),
+    "musacoder bench --model hf:runs/chain/rl --suite examples --tasks relu --backend cpu --samples 1 --turns 1 "
+    "--max-tokens 16 --out runs/chain/bench": (None, "as written"),
     "musacoder serve --task-root examples/tasks": (None, "started in the background on a free port, see _serve"),
     "jq -n --rawfile c examples/candidates/relu_cpu.py '{task: \"relu\", candidate: $c}' | curl -s "
     "localhost:8000/v1/verify -H 'content-type: application/json' -d @-": (

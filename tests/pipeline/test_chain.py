@@ -24,14 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 SMALL = Path(os.environ.get("KERNELBENCH_SMALL_DIR", REPO.parent / "shared" / "kernelbench-small"))
 RESPONSES = REPO / "examples" / "data" / "responses"
 SFT_CONFIG = REPO / "examples" / "sft" / "chain_cpu.toml"
-RL_CONFIG = REPO / "examples" / "rl" / "tiny_cpu.toml"
-# `train rl` on the kernel environment from the SFT folder: one step of one group of two, short answers
-RL_SETTINGS = ["--set", "model.name_or_path=runs/chain/sft", "--set", "env.kind=kernel",
-               "--set", 'env.tasks=["runs/chain/tasks"]', "--set", "env.backend=cpu",
-               "--set", 'env.verify={"trials": 1}', "--set", "rollout.max_new_tokens=8",
-               "--set", "grpo.group_size=2", "--set", "grpo.prompts_per_step=1", "--set", "grpo.minibatch_size=2",
-               "--set", "run.steps=1", "--set", "run.save_every=0", "--set", "run.eval_every=0",
-               "--out-dir", "runs/chain/rl"]
+RL_CONFIG = REPO / "examples" / "rl" / "chain_cpu.toml"  # the kernel environment from the SFT folder, one step
 TIMES: dict[str, float] = {}
 
 
@@ -97,7 +90,7 @@ def test_data_folder_feeds_sft_and_the_sft_folder_feeds_bench(chain, monkeypatch
 
 def test_sft_folder_feeds_rl_and_the_rl_folder_feeds_bench(chain, monkeypatch):
     monkeypatch.chdir(chain)
-    out = musacoder("train", "rl", "--config", str(RL_CONFIG), *RL_SETTINGS)
+    out = musacoder("train", "rl", "--config", str(RL_CONFIG))
     assert "step     1" in out
     rl = read_manifest(chain / "runs/chain/rl")
     assert rl.stage == "rl" and rl.files["model"] == "final" and rl.info["env"] == "kernel"
