@@ -99,3 +99,14 @@ def test_bench_report_shows_the_trained_models_curves(tmp_path):
     assert page.count("data:image/png;base64,") == 3 + 6  # the benchmark's three plots and six curves
     assert "## Training curves" in (out / "report.md").read_text()
     assert not math.isnan(summary["overall"]["pass_at_k"])
+
+
+def test_report_command_on_a_training_folder_names_the_curves_it_wrote(tmp_path):
+    from typer.testing import CliRunner
+
+    from musacoder.cli import app
+
+    run = write_metrics(tmp_path / "rl", rl_rows())
+    result = CliRunner().invoke(app, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    assert "training_report.md" in result.output and (run / "training_report.html").is_file()

@@ -83,21 +83,30 @@ def bench(
 
 
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `musacoder bench`.")],
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `musacoder bench`, or a training run "
+                                                 "folder (`train sft|rft|rl`: its curves).")],
     compare: Annotated[Optional[Path], typer.Option(help="Another run directory to compare against.")] = None,
     threshold: Annotated[float, typer.Option(help="Faster-rate speedup threshold.")] = 1.1,
+    training: Annotated[Optional[Path], typer.Option(
+        help="A training run folder whose curves (reward, pass@1, MirrorPop keep rate, retry buffer, KL) go beside "
+        "the benchmark's plots; default: the folder the benchmarked model came from, if any.")] = None,
 ) -> None:
-    """Write summary.json, report.md and report.html for a run (optionally side by side with another run)."""
+    """Write summary.json, report.md and report.html for a run (optionally side by side with another run); for a
+    training run folder, training_report.md and .html with its curves."""
     from rich.console import Console
 
     from musacoder.bench.report import write_reports
 
     console = Console()
     try:
-        summary = write_reports(run_dir, compare=compare, threshold=threshold)
+        summary = write_reports(run_dir, compare=compare, threshold=threshold, training=training)
     except FileNotFoundError as e:
         console.print(f"[red]report: {e}", soft_wrap=True)
         raise typer.Exit(2) from e
+    if not summary:
+        console.print(f"training curves: {run_dir / 'training_report.md'} and {run_dir / 'training_report.html'}",
+                      soft_wrap=True)
+        return
     _print_summary(console, summary, run_dir)
 
 
