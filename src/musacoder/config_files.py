@@ -78,3 +78,52 @@ def cli_overrides(sets: list[str] | None, out_dir: Path | None, fresh: bool,
     if fresh:
         overrides["run.resume"] = False
     return overrides
+
+
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A config dump's sections as dotted keys: {"grpo": {"lr": 1e-6}} -> {"grpo.lr": 1e-6}. Only the top level is
+    split: an option whose value is a dict or list (`env.overrides`, `model.lora`) compares as one value."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and not prefix:
+            out.update(flatten(value, f"{dotted}."))
+        else:
+            out[dotted] = value
+    return out
+
+
+def normalise_path(value: Any) -> Any:
+    """An existing local path as an absolute one (so `runs/sft` and `/abs/runs/sft` compare equal), a list of them
+    element by element; anything else as given."""
+    if isinstance(value, list):
+        return [normalise_path(v) for v in value]
+    if isinstance(value, str) and value and Path(value).exists():
+        return str(Path(value).resolve())
+    return value
+
+
+def settings_differences(recorded: dict[str, Any], current: dict[str, Any], free: frozenset[str],
+                         path_keys: tuple[str, ...] = (), defaults: dict[str, Any] | None = None,
+                         unused: dict[str, str] | None = None) -> dict[str, tuple[Any, Any]]:
+    """Dotted key -> (recorded, current) for every key outside `free` on which two config dumps differ: what a run
+    folder's recorded settings and a new start's must agree on before the start continues the folder's run (`train
+    rl` and `train sft`). Every option not named free must match, so an option added later is guarded by default.
+
+    Keys the recorded dump lacks (options added since it was written) count as their `defaults` value; `path_keys`
+    compare as absolute paths; `unused` maps a key to the key whose being set makes it irrelevant (`model.tiny` is
+    unused when `model.name_or_path` is set)."""
+    old = {**flatten(defaults or {}), **flatten(recorded)}
+    new = flatten(current)
+    differ = {}
+    for key in sorted(set(old) | set(new)):
+        if key in free:
+            continue
+        if unused and key in unused and (new.get(unused[key]) or old.get(unused[key])):
+            continue
+        a, b = old.get(key), new.get(key)
+        if key in path_keys:
+            a, b = normalise_path(a), normalise_path(b)
+        if a != b:
+            differ[key] = (a, b)
+    return differ

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from musacoder.config_files import settings_differences
+
 CONFIG_NAME = "config.json"
 METRICS_NAME = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
@@ -45,46 +47,12 @@ class ResumeError(ValueError):
     """A run directory holds a run that the new settings cannot continue."""
 
 
-def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A config dump's sections as dotted keys: {"grpo": {"lr": 1e-6}} -> {"grpo.lr": 1e-6}. Only the top level is
-    split: an option whose value is a dict or list (`env.overrides`, `model.lora`) compares as one value."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and not prefix:
-            out.update(flatten(value, f"{dotted}."))
-        else:
-            out[dotted] = value
-    return out
-
-
-def normalise_path(value: Any) -> Any:
-    """An existing local path as an absolute one (so `runs/sft` and `/abs/runs/sft` compare equal); else as given."""
-    if isinstance(value, str) and value and Path(value).exists():
-        return str(Path(value).resolve())
-    return value
-
-
 def config_differences(recorded: dict[str, Any], current: dict[str, Any],
                        defaults: dict[str, Any] | None = None) -> dict[str, tuple[Any, Any]]:
-    """Dotted key -> (recorded, current) for every key outside `FREE_KEYS` on which two config dumps differ.
-
-    Keys the recorded dump lacks (options added since it was written) count as their `defaults` value. Model and
-    tokenizer paths compare as absolute paths; `model.tiny` is ignored when a model path is set (it is unused)."""
-    old = {**flatten(defaults or {}), **flatten(recorded)}
-    new = flatten(current)
-    differ = {}
-    for key in sorted(set(old) | set(new)):
-        if key in FREE_KEYS:
-            continue
-        a, b = old.get(key), new.get(key)
-        if key in PATH_KEYS:
-            a, b = normalise_path(a), normalise_path(b)
-        if key == "model.tiny" and (new.get("model.name_or_path") or old.get("model.name_or_path")):
-            continue
-        if a != b:
-            differ[key] = (a, b)
-    return differ
+    """Dotted key -> (recorded, current) for every key outside `FREE_KEYS` on which two config dumps differ
+    (`musacoder.config_files.settings_differences`); `model.tiny` is ignored when a model path is set (unused)."""
+    return settings_differences(recorded, current, FREE_KEYS, PATH_KEYS, defaults,
+                                unused={"model.tiny": "model.name_or_path"})
 
 
 def checkpoints(out_dir: Path) -> list[Path]:

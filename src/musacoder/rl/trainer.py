@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from musacoder import config_files
 from musacoder.rl import rundir
 from musacoder.rl.config import RLConfig
 from musacoder.rl.env import KernelEnv, make_verifier_pool, verifier_from_config
@@ -217,7 +218,7 @@ def config_record(cfg: RLConfig) -> dict:
     later start from another directory compares equal) and the verifier token left out."""
     record = cfg.model_dump(mode="json")
     for key in ("name_or_path", "tokenizer"):
-        record["model"][key] = rundir.normalise_path(record["model"][key])
+        record["model"][key] = config_files.normalise_path(record["model"][key])
     if record["env"].get("verifier_token"):
         record["env"]["verifier_token"] = "<set>"
     return record

@@ -120,35 +120,24 @@ class SFTConfig(_Section):
                                 "(off unless `eval.tasks` is set); results in metrics.jsonl under `eval/`.")
 
 
-# Settings a checkpoint is a product of: resuming under other values would mix two runs in one model. Left out on
-# purpose: train.epochs (resuming with more epochs extends a finished run), logging, checkpointing and threads.
-RESUME_KEYS: tuple[str, ...] = (
-    "model.name_or_path", "model.tokenizer", "model.tiny", "model.dtype", "model.lora",
-    "data.train", "data.kind", "data.max_seq_len", "data.limit",
-    "train.lr", "train.batch_size", "train.grad_accum", "train.lr_scheduler", "train.warmup_steps",
-    "train.weight_decay", "run.seed",
-)
+# Settings that may change between the runs of one folder: how long, how often, where, what is watched. Every other
+# key (model, tokenizer, LoRA, dtype, data, optimiser, schedule, precision, seed) shapes what is learned: resuming
+# under another value of it would mix two runs in one model. train.epochs is free: more epochs extend a finished run.
+FREE_KEYS = frozenset({
+    "train.epochs", "model.gradient_checkpointing", "run.out_dir", "run.resume", "run.logging_steps",
+    "run.save_steps", "run.keep_checkpoints", "run.report_to", "run.threads",
+    "eval.tasks", "eval.every", "eval.samples", "eval.temperature", "eval.max_new_tokens", "eval.batch_size",
+    "eval.backend", "eval.verify", "eval.workers", "eval.metadata", "eval.six_step", "eval.select", "eval.seed",
+})
+PATH_KEYS = ("model.name_or_path", "model.tokenizer", "data.train")
 
 
-def resume_mismatch(recorded: dict[str, Any], current: dict[str, Any],
-                    keys: tuple[str, ...] = RESUME_KEYS) -> dict[str, tuple[Any, Any]]:
-    """Dotted key → (recorded value, current value) for each of `keys` on which two config dumps differ. Paths in
-    `model.name_or_path`, `model.tokenizer` and `data.train` compare as absolute paths where they exist."""
-    def get(data: dict[str, Any], key: str) -> Any:
-        node: Any = data
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if key == "data.train" and isinstance(node, list):
-            return [_norm_path(x) for x in node]
-        return _norm_path(node) if key in ("model.name_or_path", "model.tokenizer") else node
-
-    return {key: (get(recorded, key), get(current, key)) for key in keys if get(recorded, key) != get(current, key)}
-
-
-def _norm_path(value: Any) -> Any:
-    if isinstance(value, str) and Path(value).exists():
-        return str(Path(value).resolve())
-    return value
+def resume_mismatch(recorded: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Dotted key → (recorded value, current value) for each key outside `FREE_KEYS` on which two config dumps differ
+    (`musacoder.config_files.settings_differences`); paths compare as absolute paths where they exist."""
+    return config_files.settings_differences(recorded, current, FREE_KEYS, PATH_KEYS,
+                                             defaults=SFTConfig().model_dump(mode="json"),
+                                             unused={"model.tiny": "model.name_or_path"})
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> SFTConfig:

@@ -142,7 +142,7 @@ DATA_RECORD = "data.json"  # the run's data files and their sha256 (`data_finger
 
 def resume_point(cfg: SFTConfig, data: dict[str, str] | None = None) -> str | None:
     """The checkpoint to continue from (`run.resume`), or None for a fresh start. Resuming the latest checkpoint
-    needs the run directory's recorded config.json to agree with `cfg` on `RESUME_KEYS`, and its recorded data
+    needs the run directory's recorded config.json to agree with `cfg` but on `FREE_KEYS`, and its recorded data
     files (data.json, where there is one) to hash as `data` does; where either differs, a ValueError names what and
     the ways on. Call before config.json and data.json are rewritten."""
     r = cfg.run
