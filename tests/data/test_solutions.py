@@ -9,9 +9,9 @@ import shutil
 import pytest
 from data_helpers import EXAMPLE_TASKS, ScriptedVerifier, write_responses
 
-from musacoder.data.solutions import (SIX_STEP, Turn, build_datasets, generate, optimise_rows, repair_rows,
+from musacoder.data.solutions import (Turn, build_datasets, generate, optimise_rows, repair_rows,
                                       review_answer, reviewer_rows, solution_rows)
-from musacoder.prompts import conversation
+from musacoder.prompts import SIX_STEP, conversation
 
 PROMPT = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
 

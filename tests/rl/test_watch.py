@@ -163,7 +163,8 @@ def test_wandb_and_tensorboard_receive_every_numeric_metric(tmp_path, monkeypatc
 # --- prompts --------------------------------------------------------------------------------------------------
 
 def test_kernel_prompts_offer_the_sft_options(relu_task, fake_verifier):
-    from musacoder.data.solutions import SIX_STEP, stage2_messages
+    from musacoder.data.solutions import stage2_messages
+    from musacoder.prompts import SIX_STEP
     from musacoder.prompts.metadata import task_metadata
 
     cache: dict = {}

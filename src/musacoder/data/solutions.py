@@ -21,18 +21,7 @@ from typing import Any
 
 from musacoder.data.rft import kernel_code
 from musacoder.data.runs import Turn, load_run
-
-SIX_STEP = """\
-Solve it in six steps, in your reasoning, before the code:
-1. Semantic decomposition: what the reference computes, operation by operation.
-2. Scalar math: the formula for one output element (accumulation order, dtype of the accumulator).
-3. Shape computation: every output and intermediate shape from the input shapes above.
-4. Index mapping: how a thread (or loop iteration) maps to output elements, and the input offsets it reads, from the \
-strides above.
-5. Boundary handling: tails where sizes are not multiples of the block, empty or size-1 dimensions, broadcast operands.
-6. Error pre-analysis: what could go wrong (overflow, race, precision, non-contiguous inputs) and how the code \
-avoids it.
-Then give the complete module."""
+from musacoder.prompts import first_turn_messages
 
 REVIEW_PROMPT = """\
 Review this candidate `ModelNew` for the PyTorch reference below. It is verified by compiling it, comparing its \
@@ -56,12 +45,7 @@ REVIEW_STATUSES = ("compile_error", "runtime_error", "incorrect", "illegal", "ti
 def stage2_messages(source: str, backend: str, metadata: str | None, six_step: bool) -> list[dict[str, str]]:
     """First-turn messages of a task for data generation: the bench/RL prompt (`musacoder.prompts`), with the
     metadata block and, when `six_step`, the six-step scheme appended to the user message."""
-    from musacoder.prompts import first_turn_messages
-
-    messages = first_turn_messages(source, backend, metadata=metadata)
-    if six_step:
-        messages[-1] = {"role": "user", "content": messages[-1]["content"] + "\n\n" + SIX_STEP}
-    return messages
+    return first_turn_messages(source, backend, metadata=metadata, six_step=six_step)
 
 
 def _row(kind: str, messages: list[dict[str, str]], t: Turn) -> dict[str, Any]:

@@ -70,8 +70,23 @@ def system_prompt(backend: str) -> str:
             "compute the same results faster.")
 
 
-def user_prompt(source: str, backend: str, metadata: str | None = None, few_shot: bool = False) -> str:
-    """The first-turn user message for one task."""
+SIX_STEP = """\
+Solve it in six steps, in your reasoning, before the code:
+1. Semantic decomposition: what the reference computes, operation by operation.
+2. Scalar math: the formula for one output element (accumulation order, dtype of the accumulator).
+3. Shape computation: every output and intermediate shape from the input shapes above.
+4. Index mapping: how a thread (or loop iteration) maps to output elements, and the input offsets it reads, from the \
+strides above.
+5. Boundary handling: tails where sizes are not multiples of the block, empty or size-1 dimensions, broadcast operands.
+6. Error pre-analysis: what could go wrong (overflow, race, precision, non-contiguous inputs) and how the code \
+avoids it.
+Then give the complete module."""
+
+
+def user_prompt(source: str, backend: str, metadata: str | None = None, few_shot: bool = False,
+                six_step: bool = False) -> str:
+    """The first-turn user message for one task: the reference, its metadata block when given, the rules, and the
+    six-step scheme (`SIX_STEP`, the paper's structured reasoning) when `six_step`."""
     if backend not in _BACKEND_RULES:
         raise ValueError(f"unknown backend {backend!r}; expected one of {', '.join(_BACKEND_RULES)}")
     what, rule = _BACKEND_RULES[backend]
@@ -85,13 +100,16 @@ def user_prompt(source: str, backend: str, metadata: str | None = None, few_shot
     if metadata:
         parts.append(metadata)
     parts += ["Requirements:", _COMMON_RULES.format(backend_rule=rule)]
+    if six_step:
+        parts.append(SIX_STEP)
     return "\n\n".join(parts)
 
 
-def first_turn_messages(source: str, backend: str, metadata: str | None = None,
-                        few_shot: bool = False) -> list[dict[str, str]]:
+def first_turn_messages(source: str, backend: str, metadata: str | None = None, few_shot: bool = False,
+                        six_step: bool = False) -> list[dict[str, str]]:
+    """System and first user message of a task, as bench, the data stages and RL send them."""
     return [{"role": "system", "content": system_prompt(backend)},
-            {"role": "user", "content": user_prompt(source, backend, metadata, few_shot)}]
+            {"role": "user", "content": user_prompt(source, backend, metadata, few_shot, six_step)}]
 
 
 def feedback_message(round_n: int, feedback: str, passed: bool) -> str:

@@ -178,18 +178,10 @@ class KernelEnv(EpisodeEnv):
             from musacoder.prompts.metadata import task_metadata
 
             meta = task_metadata(task) or None
-        if self.few_shot:
-            from musacoder.prompts import first_turn_messages
+        from musacoder.prompts import first_turn_messages
 
-            messages = first_turn_messages(task.source, backend, metadata=meta, few_shot=True)
-            if self.six_step:
-                from musacoder.data.solutions import SIX_STEP
-
-                messages[-1] = {"role": "user", "content": messages[-1]["content"] + "\n\n" + SIX_STEP}
-        else:
-            from musacoder.data.solutions import stage2_messages
-
-            messages = stage2_messages(task.source, backend, meta, self.six_step)
+        messages = first_turn_messages(task.source, backend, metadata=meta, few_shot=self.few_shot,
+                                       six_step=self.six_step)
         if self.prompt_cache is not None:
             self.prompt_cache[key] = [dict(m) for m in messages]
         return messages
