@@ -5,7 +5,9 @@ dominate; each measurement runs in its own process and reads the growth of its p
 (`ru_maxrss`), which is what the logits cost. Prints a table and the bytes per materialised logits element, the
 factor docs/rl.md scales to the documented kernel config.
 
-    python examples/rl/logprob_memory.py                 # rows 2, response lengths 1024 and 2048, chunk 256
+    python benchmarks/logprob_memory.py                 # rows 2, response lengths 1024 and 2048, chunk 256
+
+Rows go to --json (default logprob_memory.json) as they come.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 VOCAB = 152_064
 
@@ -51,17 +54,21 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2)
     ap.add_argument("--lengths", default="1024,2048")
     ap.add_argument("--chunk", type=int, default=256)
+    ap.add_argument("--json", type=Path, default=Path("logprob_memory.json"), help="Where the rows are written.")
     ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # internal: mode length, in a child process
     args = ap.parse_args()
     if args.one:
         print(json.dumps(measure(args.one[0], args.rows, int(args.one[1]), args.chunk)))
         return
+    rows = []
     print(f"{'mode':<10} {'rows':>4} {'length':>6} {'chunk':>5} {'peak growth MiB':>16} {'B/element':>9}")
     for length in [int(x) for x in args.lengths.split(",")]:
         for mode in ("unchunked", "chunked"):
             out = subprocess.run([sys.executable, __file__, "--rows", str(args.rows), "--chunk", str(args.chunk),
                                   "--one", mode, str(length)], capture_output=True, text=True, check=True)
             r = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append(r)
+            args.json.write_text(json.dumps(rows, indent=1) + "\n")  # after every row: a cut run keeps them
             print(f"{mode:<10} {r['rows']:>4} {length:>6} {str(r['chunk'] or '-'):>5} "
                   f"{r['peak_growth_bytes'] / 2**20:>16.0f} {r['bytes_per_element']:>9.1f}")
 
