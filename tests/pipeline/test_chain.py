@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("trl", reason="trl is not installed: pip install -e '.[train]' (or .[dev])")
+pytestmark = pytest.mark.slow  # builds a C++ extension and trains (12-50 s on a 2-core machine)
 
 from typer.testing import CliRunner  # noqa: E402
 
