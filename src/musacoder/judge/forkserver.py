@@ -225,6 +225,8 @@ class _State:
         self.orphans: set[int] = set()  # workers whose client went: killed, their folders removed once reaped
         self.files: list[tuple[str, int]] = []  # (path, inode) of the kept server's socket and pid file
         self.lock_fd: int | None = None
+        self.pid_namespaces = True  # until making one fails
+        self.in_made_ns = False  # whether children are now forked into a namespace the server made
 
     def cleanup(self) -> None:
         """A kept server removes its socket and pid file (if they are still its own) and its folder when it exits."""
@@ -333,6 +335,9 @@ def _tell(state: _State, conn: socket.socket, msg: dict, kept: bool) -> None:
 
 
 def _serve(sock: socket.socket, state: _State, listen: str | None = None, idle_s: float = 600.0) -> None:
+    """Preload, say hello on `sock`, then serve: reap workers and tell their clients, fork a worker per request,
+    until the trusted process is gone (an unkept server), or after `idle_s` idle, or once the installed package or
+    torch changed on disk (a kept one)."""
     try:
         from musacoder.judge.worker.setup import drop_writable_import_paths
 
@@ -341,9 +346,9 @@ def _serve(sock: socket.socket, state: _State, listen: str | None = None, idle_s
     except BaseException as e:  # noqa: BLE001
         _send(sock, {"ready": False, "error": f"{type(e).__name__}: {e}"})
         return
-    from musacoder.judge import isolation
+    from musacoder.judge.isolation.libc import prctl
 
-    subreaper = isolation._prctl(PR_SET_CHILD_SUBREAPER, 1) == 0
+    subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0
     lsock = None
     if listen:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so its files go with it
@@ -356,8 +361,6 @@ def _serve(sock: socket.socket, state: _State, listen: str | None = None, idle_s
     kept = lsock is not None
     state.clients.add(sock)
 
-    pid_namespaces = True  # until making one fails
-    in_made_ns = False  # whether children are now forked into a namespace the server made
     last_sweep = 0.0
     idle_since = time.monotonic()
     # a kept server whose package or torch changed on disk is never found again (its name holds both): it goes at
@@ -365,23 +368,8 @@ def _serve(sock: socket.socket, state: _State, listen: str | None = None, idle_s
     installed = (_package_digest(), _torch_stamp()) if kept else None
     last_look = time.monotonic()
     while True:
-        while True:  # reap children and report their workers' exit (as Popen.returncode: -N for signal N)
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            if pid in state.owner:
-                conn = state.owner.pop(pid)
-                folder = state.folders.pop(pid, None)
-                if pid in state.orphans:
-                    state.orphans.discard(pid)
-                    if folder:
-                        _remove_own_folder(folder, "cand-")
-                elif conn in state.clients:
-                    _tell(state, conn, {"exit": pid, "code": os.waitstatus_to_exitcode(status)}, kept)
-                last_sweep = 0.0  # what it left behind is adopted now
+        if _reap(state, kept):
+            last_sweep = 0.0  # what a reaped worker left behind is adopted now
         if subreaper and time.monotonic() - last_sweep >= SWEEP_S:
             _sweep(set(state.owner))
             last_sweep = time.monotonic()
@@ -399,53 +387,91 @@ def _serve(sock: socket.socket, state: _State, listen: str | None = None, idle_s
         for conn in ready:
             if conn is lsock:
                 _accept(state, lsock, hello)
-                continue
-            try:
-                data, fds, _, _ = socket.recv_fds(conn, _MAX_MSG, 3)
-            except OSError:
-                data, fds = b"", []
-            if not data:  # this client is gone
-                for f in fds:
-                    os.close(f)
-                _drop(state, conn)
-                continue
-            try:
-                req = json.loads(data)
-                assert isinstance(req, dict) and len(fds) == 3 and isinstance(req.get("cwd"), str) \
-                    and isinstance(req.get("env"), dict) and "id" in req
-            except (ValueError, AssertionError):
-                for f in fds:
-                    os.close(f)
-                _drop(state, conn)
-                continue
-            sys.stdout.flush()
-            sys.stderr.flush()
-            wants = "pid" in str((req.get("env") or {}).get("MUSACODER_SANDBOX", "")).split(",")  # the worker's layers
-            if pid_namespaces and (wants or in_made_ns):
-                try:
-                    isolation.new_pid_namespace_for_next_child(fresh=wants)
-                    in_made_ns = wants
-                except OSError as e:
-                    print(f"musacoder fork server: no PID namespaces for workers: {e}", file=sys.stderr)
-                    pid_namespaces = False
-            try:
-                pid = os.fork()
-            except OSError as e:
-                for f in fds:
-                    os.close(f)
-                _tell(state, conn, {"started": req["id"], "error": str(e)}, kept)
-                continue
-            if pid == 0:
-                for c in state.clients:
-                    c.close()
-                if lsock is not None:
-                    lsock.close()
-                _child(req, fds)
-            state.owner[pid] = conn
-            state.folders[pid] = req["cwd"]
-            for f in fds:
-                os.close(f)
-            _tell(state, conn, {"started": req["id"], "pid": pid}, kept)
+            else:
+                _serve_request(state, conn, lsock, kept)
+
+
+def _reap(state: _State, kept: bool) -> bool:
+    """Reap every exited child and report its worker's exit to its client (as Popen.returncode: -N for signal N);
+    an orphan's folder is removed. Whether a worker was reaped."""
+    reaped = False
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped
+        if pid == 0:
+            return reaped
+        if pid not in state.owner:
+            continue
+        reaped = True
+        conn = state.owner.pop(pid)
+        folder = state.folders.pop(pid, None)
+        if pid in state.orphans:
+            state.orphans.discard(pid)
+            if folder:
+                _remove_own_folder(folder, "cand-")
+        elif conn in state.clients:
+            _tell(state, conn, {"exit": pid, "code": os.waitstatus_to_exitcode(status)}, kept)
+
+
+def _serve_request(state: _State, conn: socket.socket, lsock: socket.socket | None, kept: bool) -> None:
+    """Read one request from client `conn` (its JSON and three fds: the worker's stdin, stdout, stderr) and fork
+    its worker; a client that went, or sent something malformed, is dropped."""
+    try:
+        data, fds, _, _ = socket.recv_fds(conn, _MAX_MSG, 3)
+    except OSError:
+        data, fds = b"", []
+    if not data:  # this client is gone
+        for f in fds:
+            os.close(f)
+        _drop(state, conn)
+        return
+    try:
+        req = json.loads(data)
+        assert isinstance(req, dict) and len(fds) == 3 and isinstance(req.get("cwd"), str) \
+            and isinstance(req.get("env"), dict) and "id" in req
+    except (ValueError, AssertionError):
+        for f in fds:
+            os.close(f)
+        _drop(state, conn)
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _pid_namespace_for(state, req)
+    try:
+        pid = os.fork()
+    except OSError as e:
+        for f in fds:
+            os.close(f)
+        _tell(state, conn, {"started": req["id"], "error": str(e)}, kept)
+        return
+    if pid == 0:
+        for c in state.clients:
+            c.close()
+        if lsock is not None:
+            lsock.close()
+        _child(req, fds)
+    state.owner[pid] = conn
+    state.folders[pid] = req["cwd"]
+    for f in fds:
+        os.close(f)
+    _tell(state, conn, {"started": req["id"], "pid": pid}, kept)
+
+
+def _pid_namespace_for(state: _State, req: dict) -> None:
+    """Before forking `req`'s worker: a fresh PID namespace for it where its layers ask for one, or back out of the
+    one the server made for an earlier worker; given up for good once making one fails."""
+    from musacoder.judge import isolation
+
+    wants = "pid" in str((req.get("env") or {}).get("MUSACODER_SANDBOX", "")).split(",")  # the worker's layers
+    if state.pid_namespaces and (wants or state.in_made_ns):
+        try:
+            isolation.new_pid_namespace_for_next_child(fresh=wants)
+            state.in_made_ns = wants
+        except OSError as e:
+            print(f"musacoder fork server: no PID namespaces for workers: {e}", file=sys.stderr)
+            state.pid_namespaces = False
 
 
 def _accept(state: _State, lsock: socket.socket, hello: dict) -> None:

@@ -18,7 +18,6 @@ from musacoder.judge.isolation.checks import GPU_REPORT, gpu_selfcheck, probe_en
 from musacoder.judge.isolation.enter import enter_worker
 from musacoder.judge.isolation.filters import landlock_abi
 from musacoder.judge.isolation.host import doctor, layers, probe, worker_env
-from musacoder.judge.isolation.libc import prctl as _prctl  # the fork server sets itself a child subreaper with it
 from musacoder.judge.isolation.prefix import (new_pid_namespace_for_next_child, prefix_layers, server_prefix,
                                               worker_prefix)
 from musacoder.judge.isolation.settings import (ALL_LAYERS, HIDDEN_FOLDERS, PIDS_LIMIT, PREFIX_LAYERS, REPORT,
