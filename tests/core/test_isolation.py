@@ -512,22 +512,19 @@ def test_layers_the_gpu_does_not_survive_are_left_out_and_reported(monkeypatch):
         result = ("cuInit returned CUDA error 304" if breaks & set(layers) else "ok") if gpu else None
         return {"layers": list(layers), "skipped": {}}, result, ""
 
-    monkeypatch.setattr(host, "_probe_once", fake_probe_once)
-    monkeypatch.setattr(checks, "has_nvidia_gpu", lambda: True)
-    isolation.probe.cache_clear()
-    try:
+    with host.probing_with(checks.ProbeProcesses(enter_layers=fake_probe_once, gpu_under=lambda prefix: "ok",
+                                                 has_gpu=lambda: True)):
         p = isolation.probe()
         assert p["worker_layers"] == [x for x in isolation.WORKER_LAYERS if x != "dev"]
         assert "GPU does not work inside it" in p["skipped"]["dev"] and "304" in p["skipped"]["dev"]
         assert p["gpu"] == "ok"
-        # a host where the GPU fails even outside the layers: nothing is left out on its account
-        monkeypatch.setattr(host, "_probe_once", lambda layers, gpu: (
-            {"layers": list(layers), "skipped": {}}, "cuInit returned CUDA error 100" if gpu else None, ""))
-        isolation.probe.cache_clear()
+    # a host where the GPU fails even outside the layers: nothing is left out on its account
+    with host.probing_with(checks.ProbeProcesses(
+            enter_layers=lambda layers, gpu: ({"layers": list(layers), "skipped": {}},
+                                              "cuInit returned CUDA error 100" if gpu else None, ""),
+            gpu_under=lambda prefix: "ok", has_gpu=lambda: True)):
         p = isolation.probe()
         assert p["worker_layers"] == list(isolation.WORKER_LAYERS) and "even outside" in p["gpu"]
-    finally:
-        isolation.probe.cache_clear()
 
 
 def test_gpu_selfcheck_reports_a_missing_driver(tmp_path, monkeypatch):
@@ -543,26 +540,16 @@ def test_namespaces_the_gpu_does_not_survive_are_dropped_from_the_prefix(monkeyp
     cannot use the GPU."""
     if not prefix._unshare_prefix(("--net",)):
         pytest.skip("unshare is not permitted on this host")
-    caches = (isolation.server_prefix, isolation.worker_prefix, isolation.probe, prefix._gpu_check_under)
-    monkeypatch.setattr(checks, "has_nvidia_gpu", lambda: True)
-    monkeypatch.setattr(prefix, "_gpu_check_under",
-                        lambda prefix: "cuInit returned CUDA error 304" if "--ipc" in prefix else "ok")
-    monkeypatch.setattr(host, "_probe_once", lambda layers, gpu: (
-        {"layers": list(layers), "skipped": {}}, "ok" if gpu else None, ""))
-    monkeypatch.setattr(prefix, "PREFIX_GPU_NOTES", {})
-    for f in caches:
-        if hasattr(f, "cache_clear"):
-            f.cache_clear()
-    try:
+    stand_in = checks.ProbeProcesses(
+        gpu_under=lambda prefix: "cuInit returned CUDA error 304" if "--ipc" in prefix else "ok",
+        enter_layers=lambda layers, gpu: ({"layers": list(layers), "skipped": {}}, "ok" if gpu else None, ""),
+        has_gpu=lambda: True)
+    with host.probing_with(stand_in):
         assert "--net" in isolation.server_prefix() and "--ipc" not in isolation.server_prefix()
         assert "--pid" in isolation.worker_prefix() and "--ipc" not in isolation.worker_prefix()
         p = isolation.probe()
         assert p["prefix_layers"] == ["net"]
         assert "GPU does not work inside it" in p["skipped"]["ipc"] and "304" in p["skipped"]["ipc"]
-    finally:
-        for f in caches:
-            if hasattr(f, "cache_clear"):
-                f.cache_clear()
 
 
 @needs("tmpfs")
@@ -614,11 +601,9 @@ def test_probe_runs_independent_gpu_checks_side_by_side_and_once_per_process(mon
             running[0] -= 1
         return {"layers": list(layers), "skipped": {}}, ("error 304" if "dev" in layers else "ok") if gpu else None, ""
 
-    monkeypatch.setattr(host, "_probe_once", slow_probe_once)
-    monkeypatch.setattr(checks, "has_nvidia_gpu", lambda: True)
-    isolation.probe.cache_clear()
-    try:
-        isolation.server_prefix(), isolation.worker_prefix()  # real prefix checks outside the timed part
+    with host.probing_with(checks.ProbeProcesses(enter_layers=slow_probe_once, gpu_under=lambda prefix: "ok",
+                                                 has_gpu=lambda: True)):
+        isolation.server_prefix(), isolation.worker_prefix()  # the prefix checks outside the timed part
         results = []
         threads = [threading.Thread(target=lambda: results.append(isolation.probe())) for _ in range(4)]
         t0 = time.monotonic()
@@ -631,8 +616,6 @@ def test_probe_runs_independent_gpu_checks_side_by_side_and_once_per_process(mon
         n = len(calls)  # the whole set, the bare process, the set less each layer
         assert n == len(isolation.WORKER_LAYERS) + 2, calls
         assert most[0] >= len(isolation.WORKER_LAYERS) and wall < 0.2 * n / 2, (most[0], wall, n)
-    finally:
-        isolation.probe.cache_clear()
 
 
 def test_probe_keeps_a_layer_that_fails_the_gpu_only_without_another(monkeypatch):
@@ -644,15 +627,11 @@ def test_probe_keeps_a_layer_that_fails_the_gpu_only_without_another(monkeypatch
         return {"layers": list(layers), "skipped": {}}, ("ok" if ok else "cuInit returned CUDA error 304") if gpu \
             else None, ""
 
-    monkeypatch.setattr(host, "_probe_once", fake_probe_once)
-    monkeypatch.setattr(checks, "has_nvidia_gpu", lambda: True)
-    isolation.probe.cache_clear()
-    try:
+    with host.probing_with(checks.ProbeProcesses(enter_layers=fake_probe_once, gpu_under=lambda prefix: "ok",
+                                                 has_gpu=lambda: True)):
         p = isolation.probe()
         assert p["worker_layers"] == [x for x in isolation.WORKER_LAYERS if x != "seccomp"], p
         assert "mount-ro" not in p["skipped"] and "GPU does not work" in p["skipped"]["seccomp"]
-    finally:
-        isolation.probe.cache_clear()
 
 
 
@@ -665,8 +644,8 @@ def test_gpu_checks_are_remembered_across_processes_only_where_the_verifier_alon
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(checks, "PROBE_MEMO_S", 3600.0)
-    monkeypatch.setattr(checks, "_memo_reads", True)
     checks._host_key.cache_clear()
+    checks.look_afresh(False)  # reading the memo, whatever an earlier `doctor` in this process asked
     calls = []
     answer = ["ok"]
 
@@ -674,56 +653,59 @@ def test_gpu_checks_are_remembered_across_processes_only_where_the_verifier_alon
         calls.append(tuple(layers))
         return {"layers": list(layers), "skipped": {}, "cgroup": "/sys/fs/cgroup/x"}, answer[0], ""
 
-    monkeypatch.setattr(host, "_probe_once_now", fake_now)
+    stand_in = host.probing_with(checks.ProbeProcesses(enter_layers=fake_now, remember=True))
+    stand_in.__enter__()
     try:
-        first = host._probe_once(["dev", "caps"], gpu=True)
+        first = host.probe_layers(["dev", "caps"], gpu=True)
         assert first == ({"layers": ["dev", "caps"], "skipped": {}}, "ok", "") and len(calls) == 1
-        assert host._probe_once(["dev", "caps"], gpu=True) == first and len(calls) == 1  # remembered
+        assert host.probe_layers(["dev", "caps"], gpu=True) == first and len(calls) == 1  # remembered
         memo = checks._memo_file()
         assert memo.parent == isolation.workers_base() and "cgroup" not in memo.read_text()
         assert oct(memo.stat().st_mode & 0o777) == "0o600"
-        host._probe_once(["dev"], gpu=True)
+        host.probe_layers(["dev"], gpu=True)
         assert len(calls) == 2  # another set of layers is another check
 
         monkeypatch.setenv("MUSACODER_SANDBOX_HIDE_EXTRA", "/elsewhere")  # another environment: another key
         checks._host_key.cache_clear()
-        host._probe_once(["dev", "caps"], gpu=True)
+        host.probe_layers(["dev", "caps"], gpu=True)
         assert len(calls) == 3
         monkeypatch.delenv("MUSACODER_SANDBOX_HIDE_EXTRA")
         checks._host_key.cache_clear()
         assert checks._memo_file() == memo
 
         memo.chmod(0o622)  # writable by others: not trusted
-        host._probe_once(["dev", "caps"], gpu=True)
+        host.probe_layers(["dev", "caps"], gpu=True)
         assert len(calls) == 4 and oct(memo.stat().st_mode & 0o777) == "0o600"  # and written afresh
         if os.getuid() == 0:
             os.chown(memo, 12345, 12345)  # owned by someone else
-            host._probe_once(["dev", "caps"], gpu=True)
+            host.probe_layers(["dev", "caps"], gpu=True)
             assert len(calls) == 5
         n = len(calls)
 
         monkeypatch.setattr(checks, "PROBE_MEMO_S", 0.0)  # never remembered
-        host._probe_once(["dev", "caps"], gpu=True)
+        host.probe_layers(["dev", "caps"], gpu=True)
         assert len(calls) == n + 1
         monkeypatch.setattr(checks, "PROBE_MEMO_S", 3600.0)
-        monkeypatch.setattr(checks, "_memo_reads", False)  # doctor: asks again, and records the new answer
+        checks.look_afresh()  # doctor: asks again, and records the new answer
         answer[0] = "cuInit returned CUDA error 304"
-        assert host._probe_once(["dev", "caps"], gpu=True)[1] == answer[0] and len(calls) == n + 2
-        monkeypatch.setattr(checks, "_memo_reads", True)
-        assert host._probe_once(["dev", "caps"], gpu=True)[1] == answer[0] and len(calls) == n + 2
+        assert host.probe_layers(["dev", "caps"], gpu=True)[1] == answer[0] and len(calls) == n + 2
+        checks.look_afresh(False)
+        assert host.probe_layers(["dev", "caps"], gpu=True)[1] == answer[0] and len(calls) == n + 2
 
         answer[0] = "the check did not run: timed out"  # not an answer of the check's own: not kept
-        host._probe_once(["pid"], gpu=True)
-        host._probe_once(["pid"], gpu=True)
+        host.probe_layers(["pid"], gpu=True)
+        host.probe_layers(["pid"], gpu=True)
         assert calls[-2:] == [("pid",), ("pid",)]
         data = json.loads(memo.read_text())  # an old entry is asked again
         for entry in data.values():
             entry["t"] -= 7200
         memo.write_text(json.dumps(data))
-        host._probe_once(["dev"], gpu=True)
+        host.probe_layers(["dev"], gpu=True)
         assert calls[-1] == ("dev",)
-        assert host._probe_once(["dev", "caps"], gpu=False) is not None and calls[-1] == ("dev", "caps")
+        assert host.probe_layers(["dev", "caps"], gpu=False) is not None and calls[-1] == ("dev", "caps")
     finally:
+        checks.look_afresh(False)
+        stand_in.__exit__(None, None, None)
         checks._host_key.cache_clear()
 
 

@@ -5,6 +5,7 @@ GPU checks' answers across verifier processes."""
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import hashlib
 import json
@@ -15,13 +16,49 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 from musacoder.judge.isolation.settings import WORKER_LAYERS, hidden_folders, workers_base
 
 
 def has_nvidia_gpu() -> bool:
     """Whether this host has an NVIDIA GPU's device nodes (then the probe checks that the GPU works in the layers)."""
+    if _replaced is not None and _replaced.has_gpu is not None:
+        return _replaced.has_gpu()
     return os.path.exists("/dev/nvidiactl")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeProcesses:
+    """Stand-ins for what the host probe asks of the machine, so its decisions (which layers and namespaces to keep,
+    what to remember) can run on answers chosen in advance: tests, or a host whose answers are known. Each field left
+    None asks the machine. Installed with `musacoder.judge.isolation.host.probing_with`.
+
+    - `enter_layers(layers, gpu)`: what a throw-away process that enters `layers` (and, with `gpu`, uses the GPU
+      inside them) reports: (its report {"layers", "skipped"}, the GPU check's result or None, its stderr's end);
+    - `gpu_under(prefix)`: the GPU check's result in a process started under the `unshare` prefix `prefix`;
+    - `has_gpu()`: whether the host has an NVIDIA GPU;
+    - `remember`: whether the GPU checks' answers go through the memo across processes (`gpu_memo`); off by
+      default, so answers made up for one probe are never read back by another."""
+
+    enter_layers: Callable[[list[str], bool], tuple[dict, str | None, str]] | None = None
+    gpu_under: Callable[[tuple[str, ...]], str] | None = None
+    has_gpu: Callable[[], bool] | None = None
+    remember: bool = False
+
+
+_replaced: ProbeProcesses | None = None
+
+
+def replaced() -> ProbeProcesses | None:
+    """The stand-ins in use (`ProbeProcesses`), or None: the probe asks the machine."""
+    return _replaced
+
+
+def replace_processes(processes: ProbeProcesses | None) -> None:
+    """Use `processes` from now on (None: the machine again). `host.probing_with` wraps it with the caches' reset."""
+    global _replaced
+    _replaced = processes
 
 
 GPU_REPORT = ".musacoder-gpu.json"
@@ -85,11 +122,11 @@ _memo_lock = threading.Lock()
 _memo_reads = True  # `doctor` looks afresh (and records what it found)
 
 
-def look_afresh() -> None:
+def look_afresh(on: bool = True) -> None:
     """From now on in this process, ask every GPU check again (and record its answer) instead of reading the memo:
-    what `doctor` reports is what the host does now."""
+    what `doctor` reports is what the host does now. `on=False` reads the memo again."""
     global _memo_reads
-    _memo_reads = False
+    _memo_reads = not on
 
 
 def _read_text(path: str) -> str:
@@ -142,7 +179,7 @@ def _memo_load(path: Path) -> dict:
 def gpu_memo(key: list[str], compute, result_of):
     """`compute()`, or what it gave within `PROBE_MEMO_S` in an earlier process with the same `_host_key`. Only
     answers the check gave itself are kept (`result_of(value)` not None); a check that did not run is asked again."""
-    if PROBE_MEMO_S <= 0:
+    if PROBE_MEMO_S <= 0 or (_replaced is not None and not _replaced.remember):
         return compute()
     name, path = "\x1f".join(key), _memo_file()
     if _memo_reads:

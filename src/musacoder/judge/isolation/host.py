@@ -4,6 +4,7 @@ report behind `musacoder doctor`."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -24,22 +25,26 @@ from musacoder.judge.isolation.settings import (ALL_LAYERS, PREFIX_LAYERS, WORKE
                                                 read_report, worker_memory_mb, workers_base)
 
 
-def _probe_once(layers, gpu: bool) -> tuple[dict, str | None, str]:
+def probe_layers(layers, gpu: bool) -> tuple[dict, str | None, str]:
     """Start a throw-away process the way a `python -m` worker starts (its prefix), let it enter `layers` and, with
     `gpu`, use the GPU inside them: (its report, the GPU check's result or None, the end of its stderr). GPU checks
     are remembered across processes (`checks.gpu_memo`): each creates a CUDA context, and a host that refuses some
     layers needs a dozen before its first worker starts."""
     if not gpu:
-        return _probe_once_now(layers, gpu)
+        return _enter_layers(layers, gpu)
 
     def checked():  # what a later process may reuse: the layers entered and skipped, not this run's cgroup
-        report, gpu_result, err = _probe_once_now(layers, gpu)
+        report, gpu_result, err = _enter_layers(layers, gpu)
         return {k: report[k] for k in ("layers", "skipped") if k in report}, gpu_result, err
 
     return checks.gpu_memo(["layers", *layers], checked, lambda r: r[1] if r[0] else None)
 
 
-def _probe_once_now(layers, gpu: bool) -> tuple[dict, str | None, str]:
+def _enter_layers(layers, gpu: bool) -> tuple[dict, str | None, str]:
+    """A throw-away process entering `layers` (or its stand-in, `checks.ProbeProcesses.enter_layers`)."""
+    stand_in = checks.replaced()
+    if stand_in is not None and stand_in.enter_layers is not None:
+        return stand_in.enter_layers(list(layers), gpu)
     scratch = Path(tempfile.mkdtemp(prefix="probe-", dir=workers_base()))
     env = checks.probe_env(scratch, layers)
     code = "from musacoder.judge import isolation; isolation.enter_worker()"
@@ -70,19 +75,19 @@ def _layers_the_gpu_survives(entered: list[str], why: str = "") -> tuple[list[st
     left-out layer was left out (some hosts, e.g. gVisor's GPU proxy, refuse the driver inside a layer)."""
     # one layer at fault, perhaps only in the absence of another (a read-only host /dev/shm is replaced by the `dev`
     # layer's own, say): the whole set less each layer, side by side; the first that works, from the end, is kept
-    less_one = checks.in_parallel(lambda layer: _probe_once([x for x in entered if x != layer], gpu=True)[1], entered)
+    less_one = checks.in_parallel(lambda layer: probe_layers([x for x in entered if x != layer], gpu=True)[1], entered)
     for layer, got in reversed(list(zip(entered, less_one))):
         if got == "ok":
             return ([x for x in entered if x != layer],
                     {layer: f"left out: the GPU does not work inside it with the other layers on this host ({why})"})
     left_out: dict[str, str] = {}
-    alone = checks.in_parallel(lambda layer: _probe_once([layer], gpu=True)[1], entered)  # each layer alone
+    alone = checks.in_parallel(lambda layer: probe_layers([layer], gpu=True)[1], entered)  # each layer alone
     for layer, got in zip(entered, alone):
         if got != "ok":
             left_out[layer] = f"left out: the GPU does not work inside it on this host ({got})"
     keep = [layer for layer in entered if layer not in left_out]
     while keep:  # and together: drop from the end until the rest works
-        _, got, _ = _probe_once(keep, gpu=True)
+        _, got, _ = probe_layers(keep, gpu=True)
         if got == "ok":
             break
         layer = keep.pop()
@@ -109,9 +114,9 @@ def _probe_host() -> dict:
     server_prefix(), worker_prefix()  # the prefixes first: every probe process starts under worker_prefix()
     if gpu:  # the whole set and the bare process side by side: the bare result is needed when the set fails
         (report, gpu_result, err), (_, bare, _) = checks.in_parallel(
-            lambda layers: _probe_once(layers, gpu=True), [WORKER_LAYERS, []])
+            lambda layers: probe_layers(layers, gpu=True), [WORKER_LAYERS, []])
     else:
-        report, gpu_result, err = _probe_once(WORKER_LAYERS, gpu)
+        report, gpu_result, err = probe_layers(WORKER_LAYERS, gpu)
     skipped = dict(report.get("skipped", {}))
     if not report:
         skipped = {layer: f"the probe wrote no report: {err}" for layer in WORKER_LAYERS}
@@ -132,7 +137,23 @@ def _probe_host() -> dict:
             "gpu": gpu_result if gpu else None}
 
 
-probe.cache_clear = _probe_host.cache_clear  # tests probe again with other fakes
+@contextlib.contextmanager
+def probing_with(processes: checks.ProbeProcesses):
+    """Within the block, the host probe (`probe`, `server_prefix`, `worker_prefix`) asks `processes` instead of the
+    machine and starts from nothing; afterwards it asks the machine again, also from nothing."""
+    def forget():
+        _probe_host.cache_clear()
+        for f in (server_prefix, worker_prefix, prefix.gpu_check_under):
+            f.cache_clear()
+        prefix.PREFIX_GPU_NOTES.clear()
+
+    forget()
+    checks.replace_processes(processes)
+    try:
+        yield
+    finally:
+        checks.replace_processes(None)
+        forget()
 
 
 def layers() -> list[str]:

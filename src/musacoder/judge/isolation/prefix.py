@@ -39,13 +39,16 @@ PREFIX_GPU_NOTES: dict[str, str] = {}
 
 
 @functools.lru_cache(maxsize=None)
-def _gpu_check_under(prefix: tuple[str, ...]) -> str:
+def gpu_check_under(prefix: tuple[str, ...]) -> str:
     """`gpu_selfcheck()`'s result in a process started under `prefix` (entering no worker layer); remembered across
-    processes by `checks.gpu_memo`."""
+    processes by `checks.gpu_memo`, and in this one until `host.probing_with` resets it."""
     return checks.gpu_memo(["prefix", *prefix], lambda: _gpu_check_under_now(prefix), lambda got: got)
 
 
 def _gpu_check_under_now(prefix: tuple[str, ...]) -> str:
+    stand_in = checks.replaced()
+    if stand_in is not None and stand_in.gpu_under is not None:
+        return stand_in.gpu_under(prefix)
     scratch = Path(tempfile.mkdtemp(prefix="probe-", dir=workers_base()))
     try:
         run = subprocess.run([*prefix, sys.executable, "-c",
@@ -65,9 +68,9 @@ def _gpu_survives(prefix: tuple[str, ...]) -> bool:
     """On a host with an NVIDIA GPU that works outside any namespace, whether it still works under `prefix` (some
     hosts refuse the driver inside a new namespace: gVisor's GPU proxy answered CUDA error 304 there). Hosts without
     a GPU, or whose GPU fails anyway, keep every namespace."""
-    if not prefix or not checks.has_nvidia_gpu() or _gpu_check_under(()) != "ok":
+    if not prefix or not checks.has_nvidia_gpu() or gpu_check_under(()) != "ok":
         return True
-    got = _gpu_check_under(prefix)
+    got = gpu_check_under(prefix)
     if got != "ok":
         for flag, layer in (*PREFIX_LAYERS.items(), ("--pid", "pid")):
             if flag in prefix:
@@ -80,12 +83,12 @@ PID_FLAGS = ("--pid", "--fork", "--kill-child")
 
 
 def _check_prefixes_ahead() -> None:
-    """Fill `_gpu_check_under`'s cache for every prefix `server_prefix` and `worker_prefix` may try, all at once."""
+    """Fill `gpu_check_under`'s cache for every prefix `server_prefix` and `worker_prefix` may try, all at once."""
     if not checks.has_nvidia_gpu():
         return
     prefixes = {()} | {_unshare_prefix(f) for f in SERVER_CHOICES} | {_unshare_prefix((*f, *PID_FLAGS))
                                                                           for f in SERVER_CHOICES}
-    checks.in_parallel(_gpu_check_under, sorted(prefixes - {()}, key=len) + [()])
+    checks.in_parallel(gpu_check_under, sorted(prefixes - {()}, key=len) + [()])
 
 
 def _first_usable(*choices: tuple[str, ...]) -> tuple[str, ...]:
