@@ -52,11 +52,13 @@ def run(ctx: RunContext) -> Verdict:
     """The stages of one verification, with the retries the verifier owes the candidate (module docstring)."""
     v = ctx.verdict
     try:
-        ctx.static = extract_and_check(ctx)
+        with ctx.stage("static"):
+            ctx.static = extract_and_check(ctx)
     except Stop as stop:
         return finish(ctx, stop.status)
     ctx.share_with_task()
-    ctx.module = load_module(ctx.task)  # the trusted reference
+    with ctx.stage("reference_load"):
+        ctx.module = load_module(ctx.task)  # the trusted reference
     snapshot, start_failures = v.model_copy(deep=True), 0
     while True:
         try:
@@ -85,7 +87,8 @@ def _attempt(ctx: RunContext, fresh: bool) -> None:
     """One attempt on a device: pinned, a worker started, the candidate's stages run in it; the clean reference after
     the worker is gone, within the attempt's reservation, which ends only after that."""
     v, cuda = ctx.verdict, ctx.device_pool.startswith("cuda")
-    ctx.fp = slots.footprint(ctx.module, ctx.cfg.input_sets) if cuda else None
+    with ctx.stage("footprint"):
+        ctx.fp = slots.footprint(ctx.module, ctx.cfg.input_sets) if cuda else None
     if ctx.fp:
         v.memory_estimate_gb = {"worker": round(ctx.fp.worker / slots.GiB, 3),
                                 "trusted": round(ctx.fp.trusted / slots.GiB, 3)}
@@ -96,8 +99,10 @@ def _attempt(ctx: RunContext, fresh: bool) -> None:
         try:
             with rpc.open_worker(ctx, ctx.device, fresh=fresh) as ctx.sandbox, _worker_failures(ctx):
                 ctx.loaded = build(ctx)
-                check_binaries(ctx, ctx.loaded.builds, ctx.sandbox)
-                check_import(ctx)
+                with ctx.stage("binary_legality"):
+                    check_binaries(ctx, ctx.loaded.builds, ctx.sandbox)
+                with ctx.stage("load"):
+                    check_import(ctx)
                 _admit(ctx)
                 ctx.correctness = run_trials(ctx)
                 check_trials(ctx)
