@@ -28,7 +28,7 @@
 #   then STEPS="golden snapshot" T_GOLD=540 and STEPS="corpus anchor" T_CORPUS=300 ANC_LIMIT=16 T_ANC=280, chained on one
 #   warm machine (issues 36-38: the golden set, the verdict snapshot and the style corpus at full size, one candidate
 #   8 times with the per-task cache on and off, 16 tasks x 8 candidates, and KernelBench's harness side by side)
-#   What is still owed after the H100 calls of 2026-12-06 (docs/benchmarks.md): STEPS="smoke throughput snapshot"
+#   What is still owed after the H100 runs of 2026-12-06 (docs/benchmarks.md): STEPS="smoke throughput snapshot"
 #   LIMIT=0 MAXMB=64 WORKERS=12 THR_PHASES=cold,warm T_THR=420 T_SNAP=150 (issue 36: the whole golden set, shrunk
 #   inputs, every verdict against the 2026-12-05 service step's 145 `ok`; warm phase = RL-shaped re-verification),
 #   then STEPS="same8 corpus" T_SAME8=120 T_CORPUS=420 (the cache on/off pair on a built candidate; the 42 corpus
