@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from musacoder.rl.rundir import save_final
 from musacoder.sft.config import SFTConfig, resume_mismatch
 from musacoder.sft.dataset import EpochDataset, data_fingerprint, detect_kind, load_rows
 
@@ -199,18 +200,6 @@ def clear_run(out_dir: Path) -> None:
     (out_dir / "metrics.jsonl").unlink(missing_ok=True)
 
 
-def save_final(model, tokenizer, out_dir: Path) -> Path:
-    """final/: weights (LoRA merged, adapters also kept in adapter/) + tokenizer, loadable by `from_pretrained`."""
-    final = out_dir / "final"
-    if hasattr(model, "merge_and_unload"):  # a peft model
-        model.save_pretrained(out_dir / "adapter")
-        model = model.merge_and_unload()
-    model.config.use_cache = True  # gradient checkpointing turns the KV cache off; generation wants it
-    model.save_pretrained(final)
-    tokenizer.save_pretrained(final)
-    return final
-
-
 def train_from_config(cfg: SFTConfig, *, model=None, tokenizer=None, eval_verifier=None) -> dict[str, Any]:
     """Run SFT/RFT to the end; returns {"final", "log_history", "data", "train_loss"}. `model`, `tokenizer` and the
     held-out evaluation's verifier (`musacoder.judge.batch.verify_many`'s signature) can be injected (tests)."""
@@ -249,7 +238,7 @@ def train_from_config(cfg: SFTConfig, *, model=None, tokenizer=None, eval_verifi
     result = trainer.train(resume_from_checkpoint=resume)
     final = out_dir / "final"
     if trainer.is_world_process_zero():
-        save_final(trainer.model, tokenizer, out_dir)
+        save_final(trainer.model, tokenizer, out_dir)  # final/ (LoRA merged) and adapter/, as `train rl` writes them
         write_run_manifest(cfg, kind, dataset.stats, trainer.state.global_step)
     return {"final": str(final), "log_history": trainer.state.log_history, "data": {"kind": kind, **dataset.stats},
             "train_loss": result.training_loss}
