@@ -55,9 +55,9 @@ def test_sft_rows_skip_the_rl_series_with_notes():
     rows = [{"step": s, "loss": 2.0 / s, "learning_rate": 1e-5, "grad_norm": 1.0, "epoch": s / 4} for s in (1, 2, 3)]
     panels, notes = training_curves(rows)
     assert set(panels) == {"Loss", "Learning rate"}
-    # SFT's held-out evaluation rows (musacoder.sft.evaluate) are plotted as pass@1 too
-    evaluated, _ = training_curves(rows + [{"step": 3, "eval/pass@1": 0.5}])
-    assert evaluated["pass@1"] == {"held-out pass@1 (SFT)": ([3], [0.5])}
+    # SFT's held-out evaluation rows (musacoder.sft.evaluate) carry RL's key and are plotted as pass@1 too
+    evaluated, _ = training_curves(rows + [{"step": 3, "eval/pass_at_1": 0.5, "eval/speedup_mean": None}])
+    assert evaluated["pass@1"] == {"held-out pass@1": ([3], [0.5])}
     for key in ("reward_mean", "retry_buffer", "kl", "mirrorpop_popped / mirrorpop_checked"):
         assert any(f"`{key}`" in n for n in notes), key
 

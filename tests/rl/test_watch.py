@@ -1,7 +1,6 @@
 """Watching a run: the metric names every row carries, held-out evaluation (eval/ keys), the optional
 TensorBoard and W&B sinks (an error when enabled but missing), and the prompts RL shares with the SFT data."""
 
-import math
 import string
 import sys
 import types
@@ -37,8 +36,12 @@ def test_rows_carry_the_plotted_metrics_and_eval_keys(tmp_path):
     rows = train_from_config(toy(tmp_path, eval_every=2, eval_samples=2))
     logged = read_metrics(tmp_path / "run")
     assert [r["step"] for r in logged] == [0, 1, 2, 3]  # step 0: the evaluation before training
-    assert set(logged[0]) == {"step", "eval/pass_at_1", "eval/speedup_mean", "eval/score_mean", "eval/samples",
-                              "eval/infra_errors", "eval/time_s"}
+    assert set(logged[0]) == {"step", "eval/pass_at_1", "eval/speedup_mean", "eval/speedup_geomean", "eval/score_mean",
+                              "eval/samples", "eval/infra_errors", "eval/time_s"}
+    # nothing timed (toy outcomes carry no speedup): null in the JSON, as `train sft` writes it, never NaN
+    assert logged[0]["eval/speedup_mean"] is None and logged[0]["eval/speedup_geomean"] is None
+    first_line = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0]
+    assert '"eval/speedup_mean": null' in first_line and '"eval/speedup_geomean": null' in first_line
     assert logged[0]["eval/samples"] == 8 * 2  # the 8 toy tasks, 2 samples each
     assert "eval/pass_at_1" in logged[2] and "eval/pass_at_1" in logged[3] and "eval/pass_at_1" not in logged[1]
     for row in logged[1:]:
@@ -59,16 +62,16 @@ def test_greedy_evaluation_is_deterministic(tmp_path):
     finally:
         trainer.close()
     assert a["eval/pass_at_1"] == b["eval/pass_at_1"] and a["eval/score_mean"] == b["eval/score_mean"]
-    assert math.isnan(a["eval/speedup_mean"])  # toy outcomes carry no speedup
+    assert a["eval/speedup_mean"] is None and a["eval/speedup_geomean"] is None  # toy outcomes carry no speedup
 
 
 class TimedVerifier:
-    """Passes 'PASS' answers with a speedup of 2.0; everything else is incorrect."""
+    """Passes 'PASS' answers with a speedup of 2.0 ('PASS8': 8.0); everything else is incorrect."""
 
     def __call__(self, task, candidate, backend=None, overrides=None, config=None) -> Verdict:
         if "PASS" in candidate:
-            return Verdict(status="ok", compiled=True, legal=True, correct=True, pass_fraction=1.0, speedup=2.0,
-                           reward=1.5, feedback="ok")
+            return Verdict(status="ok", compiled=True, legal=True, correct=True, pass_fraction=1.0,
+                           speedup=8.0 if "PASS8" in candidate else 2.0, reward=1.5, feedback="ok")
         return Verdict(status="incorrect", compiled=True, legal=True, reward=-1.0, feedback="0/5 trials passed")
 
 
@@ -80,7 +83,7 @@ class ScriptedGenerator:
         return [(self.tokenizer.encode(self.answers.pop(0)), [0.0] * 4) for _ in contexts]
 
 
-def test_kernel_evaluation_reports_pass_at_1_and_mean_speedup(tmp_path, relu_task, monkeypatch):
+def test_kernel_evaluation_reports_pass_at_1_and_the_speedup_means(tmp_path, relu_task, monkeypatch):
     held_out = Task(name="2_Neg", source=relu_task.source.replace("torch.relu(x)", "-x"))
     cfg = RLConfig.model_validate({
         "model": {"device": "cpu", "tiny": {"layers": 1, "hidden": 32, "heads": 2, "intermediate": 64,
@@ -93,13 +96,15 @@ def test_kernel_evaluation_reports_pass_at_1_and_mean_speedup(tmp_path, relu_tas
                       verifier=TimedVerifier())
     import musacoder.rl.trainer as trainer_module
 
-    monkeypatch.setattr(trainer_module, "HFGenerator", lambda *a, **k: ScriptedGenerator(tok, ["PASS", "no", "no",
+    monkeypatch.setattr(trainer_module, "HFGenerator", lambda *a, **k: ScriptedGenerator(tok, ["PASS", "no", "PASS8",
                                                                                                 "no"]))
     try:
         ev = trainer.evaluate()
     finally:
         trainer.close()
-    assert ev["eval/pass_at_1"] == 0.25 and ev["eval/speedup_mean"] == 2.0 and ev["eval/samples"] == 4
+    assert ev["eval/pass_at_1"] == 0.5 and ev["eval/samples"] == 4
+    assert ev["eval/speedup_mean"] == pytest.approx(5.0)  # (2 + 8) / 2
+    assert ev["eval/speedup_geomean"] == pytest.approx(4.0)  # sqrt(2 * 8), as `train sft` computes it
 
 
 def test_eval_every_without_held_out_kernel_tasks_is_an_error(tmp_path, relu_task):

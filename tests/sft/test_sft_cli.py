@@ -81,3 +81,10 @@ def test_cli_runs_the_example_with_lora_merged_into_final(tmp_path, monkeypatch)
     assert changed and all("proj" in n for n in changed), changed  # only adapted linear layers moved
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert any("loss" in r for r in rows)
+
+    # other settings in the same folder: the resume is refused with exit code 2, as `train rl` refuses it
+    refused = CliRunner().invoke(app_with_train(), [
+        "train", "sft", "--config", str(EXAMPLE), "--out-dir", str(out), "--epochs", "1",
+        "--set", "data.limit=16", "--set", 'model.lora={"r": 8, "alpha": 8}'])
+    assert refused.exit_code == 2, refused.output
+    assert "model.lora" in refused.output and "--fresh" in refused.output

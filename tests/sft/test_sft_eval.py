@@ -31,12 +31,18 @@ def test_eval_metrics_by_hand():
         "gelu": [_t("gelu", 0, "incorrect"), _t("gelu", 1, "ok", None)],  # 1/2, the pass untimed
         "sum": [_t("sum", 0, "compile_error"), _t("sum", 1, "ok", 8.0, turn=2)],  # a later turn does not count
     })
-    assert row["eval/pass@1"] == pytest.approx((1 + 0.5 + 0) / 3)
-    assert row["eval/geomean_speedup"] == pytest.approx(1.0)  # sqrt(2.0 * 0.5)
-    assert row["eval/mean_speedup"] == pytest.approx(1.25)
+    # the names `train rl` logs too (tests/rl/test_watch.py)
+    assert set(row) == {"eval/pass_at_1", "eval/speedup_mean", "eval/speedup_geomean", "eval/tasks", "eval/samples"}
+    assert row["eval/pass_at_1"] == pytest.approx((1 + 0.5 + 0) / 3)
+    assert row["eval/speedup_geomean"] == pytest.approx(1.0)  # sqrt(2.0 * 0.5)
+    assert row["eval/speedup_mean"] == pytest.approx(1.25)
     assert row["eval/tasks"] == 3 and row["eval/samples"] == 5
+    # nothing timed: None (null in metrics.jsonl), as in `train rl`, never NaN
     none = eval_metrics({"relu": [_t("relu", 0, "incorrect")]})
-    assert none["eval/pass@1"] == 0 and none["eval/geomean_speedup"] is None and none["eval/mean_speedup"] is None
+    assert none["eval/pass_at_1"] == 0 and none["eval/speedup_geomean"] is None and none["eval/speedup_mean"] is None
+    untimed = eval_metrics({"relu": [_t("relu", 0, "ok", None)]})
+    assert untimed["eval/pass_at_1"] == 1 and untimed["eval/speedup_mean"] is None
+    assert json.loads(json.dumps(untimed))["eval/speedup_geomean"] is None
 
 
 class ReluPasses:
@@ -72,9 +78,10 @@ def test_sft_run_evaluates_held_out_tasks_into_metrics(tmp_path):
     train_from_config(cfg, eval_verifier=verifier)
 
     logged = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    evals = [r for r in logged if "eval/pass@1" in r]
+    evals = [r for r in logged if "eval/pass_at_1" in r]
     assert [r["step"] for r in evals] == [0, 2, 4]  # before training, every 2 of the 4 steps; the last only once
-    assert all(r["eval/pass@1"] == 0.5 and r["eval/geomean_speedup"] == pytest.approx(2.0) for r in evals)
+    assert all(r["eval/pass_at_1"] == 0.5 and r["eval/speedup_geomean"] == pytest.approx(2.0)
+               and r["eval/speedup_mean"] == pytest.approx(2.0) for r in evals)
     assert all(r["eval/tasks"] == 2 and r["eval/samples"] == 4 for r in evals)
     assert len(verifier.jobs) == 3 * 4
     prompt = json.loads((tmp_path / "run/eval/step-2/prompts/relu.json").read_text())
@@ -85,7 +92,7 @@ def test_sft_run_evaluates_held_out_tasks_into_metrics(tmp_path):
     again = ReluPasses()
     train_from_config(cfg, eval_verifier=again)
     logged = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in logged if "eval/pass@1" in r] == [0, 2, 4] and again.jobs == []
+    assert [r["step"] for r in logged if "eval/pass_at_1" in r] == [0, 2, 4] and again.jobs == []
 
 
 def test_eval_with_real_verification_on_the_cpu(tmp_path):
@@ -101,7 +108,8 @@ def test_eval_with_real_verification_on_the_cpu(tmp_path):
     model.train()
     row = evaluate(model, tok, SFTEvalConfig(tasks=str(EXAMPLE_TASKS), select=["relu"], max_new_tokens=4,
                                              backend="cpu"), tmp_path / "eval")
-    assert row["eval/pass@1"] == 0 and row["eval/tasks"] == 1 and row["eval/samples"] == 1
+    assert row["eval/pass_at_1"] == 0 and row["eval/tasks"] == 1 and row["eval/samples"] == 1
+    assert row["eval/speedup_mean"] is None and row["eval/speedup_geomean"] is None
     verdicts = [json.loads(x) for x in (tmp_path / "eval" / "verdicts.jsonl").read_text().splitlines()]
     assert [v["verdict"]["status"] for v in verdicts] == ["extract_error"]
     assert model.training and tok.padding_side == "right"  # as they were: training goes on after an evaluation

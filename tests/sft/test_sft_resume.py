@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("trl", reason="trl is not installed: pip install -e '.[train]' (or .[dev])")
 
+from musacoder.rl.rundir import ResumeError  # noqa: E402
 from musacoder.sft.config import FREE_KEYS, SFTConfig, resume_mismatch  # noqa: E402
 from musacoder.sft.trainer import train_from_config  # noqa: E402
 
@@ -55,7 +56,7 @@ def test_resume_only_when_the_recorded_config_agrees(tmp_path, monkeypatch):
 
     # other lr and other data: refused, naming both keys and the ways on
     other_data = rows_file(tmp_path, "other.jsonl")
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(ResumeError) as err:  # train rl's error: `train sft` exits 2 on it, as `train rl` does
         train_from_config(config(tmp_path, train__lr=5e-3, data__train=[other_data]))
     msg = str(err.value)
     assert "train.lr: 0.001 there, 0.005 now" in msg and "data.train" in msg and "other.jsonl" in msg
@@ -105,7 +106,7 @@ def test_rows_rewritten_under_the_same_path_are_not_resumed_silently(tmp_path):
     longer = config(tmp_path, train__epochs=2)
     forced = config(tmp_path, train__epochs=2, run__resume=str(tmp_path / "run" / "checkpoint-1"))
     rows_file(tmp_path, n=9)  # the data stage ran again into the same file
-    with pytest.raises(ValueError, match=r"run on other data: .*chat\.jsonl changed since.*--fresh"):
+    with pytest.raises(ResumeError, match=r"run on other data: .*chat\.jsonl changed since.*--fresh"):
         train_from_config(longer)
     train_from_config(forced)  # a named checkpoint: resumed whatever the rows
     assert json.loads((tmp_path / "run" / "data.json").read_text()) != recorded
@@ -114,5 +115,5 @@ def test_rows_rewritten_under_the_same_path_are_not_resumed_silently(tmp_path):
 def test_checkpoints_without_a_recorded_config_are_not_resumed_silently(tmp_path):
     train_from_config(config(tmp_path))
     (tmp_path / "run" / "config.json").unlink()
-    with pytest.raises(ValueError, match="no readable config.json"):
+    with pytest.raises(ResumeError, match="no readable config.json"):
         train_from_config(config(tmp_path))

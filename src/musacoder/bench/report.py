@@ -327,11 +327,11 @@ def _mirrorpop_keep_rate(row: dict) -> float | None:
 
 
 # panel title → (series label, metrics key or function of a row); RL keys from musacoder.rl.trainer (docs/rl.md),
-# `eval_pass1` from benchmarks/ablation.py; loss/learning_rate and the held-out `eval/pass@1` from musacoder.sft
+# `eval_pass1` from benchmarks/ablation.py; loss/learning_rate from musacoder.sft, whose held-out evaluation logs
+# `eval/pass_at_1` as RL's does (musacoder.sft.evaluate)
 TRAINING_PANELS: tuple[tuple[str, tuple[tuple[str, str | Callable[[dict], float | None]], ...]], ...] = (
     ("Reward", (("batch mean reward", "reward_mean"),)),
-    ("pass@1", (("held-out pass@1", "eval/pass_at_1"), ("held-out pass@1 (SFT)", "eval/pass@1"),
-                ("fresh-prompt pass@1", "eval_pass1"),
+    ("pass@1", (("held-out pass@1", "eval/pass_at_1"), ("fresh-prompt pass@1", "eval_pass1"),
                 ("batch: first turn passes", "pass_first"), ("batch: any turn passes", "pass_any"))),
     ("MirrorPop keep rate", (("kept / checked sequences", _mirrorpop_keep_rate),)),
     ("Retry buffer size", (("entries after the step", "retry_buffer"),)),

@@ -49,7 +49,7 @@ def format_row(row: dict) -> str:
     if "eval/pass_at_1" in row:
         speedup = row["eval/speedup_mean"]
         parts.append(f"eval pass@1 {row['eval/pass_at_1']:.2f}"
-                     + (f" speedup {speedup:.2f}x" if speedup == speedup else ""))  # NaN: nothing timed
+                     + (f" speedup {speedup:.2f}x" if speedup is not None else ""))  # None: nothing timed
     return " ".join(parts)
 
 

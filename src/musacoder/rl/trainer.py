@@ -12,6 +12,17 @@ One step, top to bottom:
      minibatch's, popping sequences whose training policy drifted from the rollout policy (MirrorPop);
   5. log metrics (and, every `run.eval_every` steps, pass@1 and speedup on held-out tasks), checkpoint.
 
+Held-out evaluation (`Trainer.evaluate`), over the N first-turn answers to `env.eval_tasks` (`run.eval_samples`
+each), P of them passing, and S the speedups of the passing answers MooreEval timed:
+
+    eval/pass_at_1        = P / N                   (share of answers that pass)
+    eval/speedup_mean     = mean s over S           (arithmetic mean; None, JSON null, when S is empty)
+    eval/speedup_geomean  = exp(mean log s) over S  (geometric mean of the s > 0; None, JSON null, when none)
+    eval/score_mean, eval/samples (N), eval/infra_errors, eval/time_s
+
+The names, and None for "nothing timed", are the ones `train sft|rft` logs (`musacoder.sft.evaluate`; its pass@1 is
+the mean over tasks of each task's share, the same figure when every task has `run.eval_samples` answers).
+
 The run directory (config record, resume rules, final model, manifest) is `musacoder.rl.rundir`'s.
 """
 
@@ -30,6 +41,7 @@ from typing import Any
 import torch
 
 from musacoder import config_files
+from musacoder.bench.metrics import geomean
 from musacoder.rl import rundir
 from musacoder.rl.config import RLConfig
 from musacoder.rl.env import KernelEnv, make_verifier_pool, verifier_from_config
@@ -593,8 +605,9 @@ class Trainer:
     def evaluate(self) -> dict:
         """First-turn answers to the held-out tasks (`run.eval_samples` each; greedy at `run.eval_temperature` = 0,
         else sampled at that temperature with `rollout.top_p`), verified like rollouts. Returns `eval/pass_at_1`
-        (share of answers that pass), `eval/speedup_mean` (mean speedup of the passing answers MooreEval timed;
-        NaN when none), `eval/score_mean`, `eval/samples`, `eval/infra_errors` and `eval/time_s`."""
+        (share of answers that pass), `eval/speedup_mean` and `eval/speedup_geomean` (arithmetic and geometric mean
+        speedup of the passing answers MooreEval timed; None when none), `eval/score_mean`, `eval/samples`,
+        `eval/infra_errors` and `eval/time_s` (formulas in the module docstring)."""
         r = self.cfg.run
         t0 = time.perf_counter()
         envs = []
@@ -611,7 +624,8 @@ class Trainer:
         n = len(outcomes)
         return {
             "eval/pass_at_1": sum(o.passed for o in outcomes) / n,
-            "eval/speedup_mean": sum(speedups) / len(speedups) if speedups else float("nan"),
+            "eval/speedup_mean": sum(speedups) / len(speedups) if speedups else None,
+            "eval/speedup_geomean": geomean(speedups),
             "eval/score_mean": sum(o.score for o in outcomes) / n,
             "eval/samples": n,
             "eval/infra_errors": sum(o.status == "infra_error" for o in outcomes),

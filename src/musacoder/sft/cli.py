@@ -21,6 +21,7 @@ _FRESH = typer.Option(False, "--fresh", help="Start over: remove the earlier run
 def _train(config: Path, set_: Optional[list[str]], out_dir: Optional[Path], epochs: Optional[int], fresh: bool,
            command: str, kind: str | None = None) -> None:
     from musacoder.config_files import cli_overrides
+    from musacoder.rl.rundir import ResumeError
     from musacoder.sft.config import load_config
     from musacoder.sft.trainer import train_from_config
 
@@ -30,6 +31,11 @@ def _train(config: Path, set_: Optional[list[str]], out_dir: Optional[Path], epo
     cfg = load_config(config, overrides)
     try:
         out = train_from_config(cfg)
+    except ResumeError as e:
+        # the run directory holds a run these settings cannot continue: a usage error, exit 2 (typer's code for bad
+        # arguments) as in `train rl`
+        typer.echo(f"train {command}: {e}", err=True)
+        raise typer.Exit(2) from e
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         typer.echo(f"train {command}: {e}", err=True)
         raise typer.Exit(1) from e

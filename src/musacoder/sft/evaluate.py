@@ -4,11 +4,16 @@ answers, and pass@1 and the speedups go to metrics.jsonl under `eval/`.
 The prompts are the data stage's (`musacoder.data.solutions.generate`: the bench/RL prompt with the reference's
 metadata and the six-step scheme, as `musacoder data solutions` writes them), so the model is asked what it is
 trained on; generation and verification are the bench runner's, into one bench-format run directory per evaluation,
-`OUT/eval/step-N/`. With t tasks, n samples each (one turn), c_i of them passing for task i:
+`OUT/eval/step-N/`. With t tasks, n samples each (one turn), c_i of them passing for task i, and S the speedups vs
+eager (s > 0) of the passing samples that MooreEval timed:
 
-    eval/pass@1          = mean_i c_i / n              (bench's Pass@1, `musacoder.bench.metrics.score_block`)
-    eval/geomean_speedup = exp(mean log s)  over passing samples with a timing (speedup vs eager; null if none)
-    eval/mean_speedup    = mean s           over the same samples (null if none)
+    eval/pass_at_1        = mean_i c_i / n          (bench's Pass@1, `musacoder.bench.metrics.score_block`)
+    eval/speedup_mean     = mean s over S           (arithmetic mean; None, JSON null, when S is empty)
+    eval/speedup_geomean  = exp(mean log s) over S  (geometric mean; None, JSON null, when S is empty)
+    eval/tasks, eval/samples = t, and the answers evaluated (t * n)
+
+The names, and None for "nothing timed", are the ones `train rl` logs (`musacoder.rl.trainer.Trainer.evaluate`),
+so `musacoder report` plots either stage's held-out curve under one key.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ def eval_metrics(turns_by_task: dict[str, Sequence[Turn]]) -> dict[str, Any]:
                 for turns in turns_by_task.values()]
     block = score_block(per_task, k=1)
     speedups = [s.speedup_vs_eager for scores in per_task for s in scores if s.passed and s.speedup_vs_eager]
-    return {"eval/pass@1": block["pass_at_k"], "eval/geomean_speedup": block["geomean_speedup"],
-            "eval/mean_speedup": sum(speedups) / len(speedups) if speedups else None,
+    return {"eval/pass_at_1": block["pass_at_k"],
+            "eval/speedup_mean": sum(speedups) / len(speedups) if speedups else None,
+            "eval/speedup_geomean": block["geomean_speedup"],
             "eval/tasks": len(per_task), "eval/samples": sum(len(s) for s in per_task)}
 
 

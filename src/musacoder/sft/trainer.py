@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from musacoder.rl.rundir import save_final
+from musacoder.rl.rundir import ResumeError, save_final
 from musacoder.sft.config import SFTConfig, resume_mismatch
 from musacoder.sft.dataset import EpochDataset, data_fingerprint, detect_kind, load_rows
 
@@ -144,12 +144,13 @@ DATA_RECORD = "data.json"  # the run's data files and their sha256 (`data_finger
 def resume_point(cfg: SFTConfig, data: dict[str, str] | None = None) -> str | None:
     """The checkpoint to continue from (`run.resume`), or None for a fresh start. Resuming the latest checkpoint
     needs the run directory's recorded config.json to agree with `cfg` but on `FREE_KEYS`, and its recorded data
-    files (data.json, where there is one) to hash as `data` does; where either differs, a ValueError names what and
-    the ways on. Call before config.json and data.json are rewritten."""
+    files (data.json, where there is one) to hash as `data` does; where either differs (or `run.resume` names no
+    checkpoint directory), a `ResumeError` (a ValueError; `train rl` raises the same, and both commands exit 2 on
+    it) names what and the ways on. Call before config.json and data.json are rewritten."""
     r = cfg.run
     if isinstance(r.resume, str):
         if not Path(r.resume).is_dir():
-            raise FileNotFoundError(f"run.resume = {r.resume!r} is not a checkpoint directory")
+            raise ResumeError(f"run.resume = {r.resume!r} is not a checkpoint directory")
         return r.resume
     if not r.resume or not Path(r.out_dir).is_dir():
         return None
@@ -164,19 +165,19 @@ def resume_point(cfg: SFTConfig, data: dict[str, str] | None = None) -> str | No
     try:
         recorded = json.loads(recorded_path.read_text())
     except (OSError, ValueError) as e:
-        raise ValueError(f"{r.out_dir} holds {Path(last).name} but no readable config.json to check it against "
-                         f"({e}); {how}") from e
+        raise ResumeError(f"{r.out_dir} holds {Path(last).name} but no readable config.json to check it against "
+                          f"({e}); {how}") from e
     differ = resume_mismatch(recorded, cfg.model_dump(mode="json"))
     if differ:
         keys = "; ".join(f"{k}: {old!r} there, {new!r} now" for k, (old, new) in differ.items())
-        raise ValueError(f"{r.out_dir} holds {Path(last).name} of a run with other settings ({keys}); {how}")
+        raise ResumeError(f"{r.out_dir} holds {Path(last).name} of a run with other settings ({keys}); {how}")
     recorded_data = Path(r.out_dir) / DATA_RECORD
     if data is not None and recorded_data.is_file():
         before = json.loads(recorded_data.read_text())
         changed = sorted(f for f in {*before, *data} if before.get(f) != data.get(f))
         if changed:
-            raise ValueError(f"{r.out_dir} holds {Path(last).name} of a run on other data: "
-                             f"{', '.join(changed)} changed since (sha256 in {recorded_data}); {how}")
+            raise ResumeError(f"{r.out_dir} holds {Path(last).name} of a run on other data: "
+                              f"{', '.join(changed)} changed since (sha256 in {recorded_data}); {how}")
     return last
 
 
