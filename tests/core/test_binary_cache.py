@@ -131,3 +131,15 @@ def test_a_malformed_kept_judgement_is_ignored(tmp_path):
     assert judgements.recall_judgement(cache, _key(lib)) is None
     path.write_text("not json")
     assert judgements.recall_judgement(cache, _key(lib)) is None
+
+
+def test_each_part_of_a_judgement_is_timed(tmp_path):
+    """What the verdict's `stage_s` reports as `binary.*`: reading and recalling, the binary rule, the CPU code; a
+    recalled judgement pays only the first."""
+    lib, cache = _object(tmp_path, FORBIDDEN), tmp_path / "cache"
+    seconds: dict[str, float] = {}
+    stage._judge(lib, _cfg(cache), glue=None, baselines=[], remember=True, seconds=seconds)
+    assert {"recall", "rule", "cpu_code"} <= set(seconds) and all(s >= 0 for s in seconds.values())
+    again: dict[str, float] = {}
+    stage._judge(lib, _cfg(cache), glue=None, baselines=[], remember=True, seconds=again)
+    assert set(again) == {"recall"}

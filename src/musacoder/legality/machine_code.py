@@ -125,11 +125,16 @@ def _messages(path: Path, reads, what: str, clock: str) -> list[str]:
             for function, regs in by_function.items()]
 
 
-def library_clock_reads(path: Path, cuobjdump: str | None = None, objdump: str | None = None) -> list[str]:
+def library_clock_reads(path: Path, cuobjdump: str | None = None, objdump: str | None = None,
+                        seconds: dict[str, float] | None = None) -> list[str]:
     """A message for each kernel (GPU) and function (CPU) of the library at `path` that reads a clock (and one if the
     library is too large to read in `READ_TIMEOUT_S`). Raises `ToolMissing` where a tool is missing and `OSError`
-    where one fails (neither is the candidate's), after reading what it could."""
+    where one fails (neither is the candidate's), after reading what it could. `seconds`, when given, receives the
+    time spent on the CPU code (`cpu_code`) and the GPU code (`gpu_code`)."""
+    import time
+
     path = Path(path)
+    seconds = {} if seconds is None else seconds
     st = path.stat()
     out, missing = [], []
     objdump = objdump or shutil.which("objdump")
@@ -137,15 +142,23 @@ def library_clock_reads(path: Path, cuobjdump: str | None = None, objdump: str |
         if objdump is None:
             missing.append("objdump (binutils), for the CPU code")
         else:
-            out += _messages(path, _host_clock_reads(str(path), st.st_mtime_ns, st.st_size, objdump), "the function",
-                             "CPU")
+            t0 = time.monotonic()
+            try:
+                out += _messages(path, _host_clock_reads(str(path), st.st_mtime_ns, st.st_size, objdump),
+                                 "the function", "CPU")
+            finally:
+                seconds["cpu_code"] = time.monotonic() - t0
         if has_device_code(path):
             cuobjdump = cuobjdump or find_cuobjdump()
             if cuobjdump is None:
                 missing.append("cuobjdump (CUDA toolkit or Triton), for the GPU code")
             else:
-                out += _messages(path, _library_clock_reads(str(path), st.st_mtime_ns, st.st_size, cuobjdump),
-                                 "the kernel", "GPU")
+                t0 = time.monotonic()
+                try:
+                    out += _messages(path, _library_clock_reads(str(path), st.st_mtime_ns, st.st_size, cuobjdump),
+                                     "the kernel", "GPU")
+                finally:
+                    seconds["gpu_code"] = time.monotonic() - t0
     except subprocess.TimeoutExpired:  # a library a kernel does not need (an honest one reads in a second or two)
         return [f"the built extension {path.name} ({st.st_size >> 20} MB) could not be read for clock reads within "
                 f"{READ_TIMEOUT_S} s; a kernel's library is far smaller"]

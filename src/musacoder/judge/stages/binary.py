@@ -48,10 +48,10 @@ def check_binaries(ctx: RunContext, builds: list[dict], sb) -> None:
         baselines.append(glue_baseline(Path(cfg.cache_dir)))
         return baselines[-1]
 
-    remember = _workers_cannot_write(sb)
+    remember, seconds = _workers_cannot_write(sb), {}
     for lib in libs:
         try:
-            violations, clock = _judge(lib, cfg, glue, baselines, remember)
+            violations, clock = _judge(lib, cfg, glue, baselines, remember, seconds)
         except OSError:  # unreadable here (gone with a cleared cache, say): the verifier's, so not held against it
             missing.append(lib.name)
             continue
@@ -60,6 +60,7 @@ def check_binaries(ctx: RunContext, builds: list[dict], sb) -> None:
             bad += clock
         else:
             uninspected.append(f"{lib.name} ({clock[:160]})")
+    v.stage_s.update({f"binary.{part}": round(s, 4) for part, s in seconds.items()})
     if uninspected:
         v.flags.append(f"machine code not read for clock reads: {'; '.join(uninspected)}")
     if errors := sorted({b.error for b in baselines if b.error}):
@@ -73,25 +74,41 @@ def check_binaries(ctx: RunContext, builds: list[dict], sb) -> None:
     v.stages["binary_legality"] = "ok"
 
 
-def _judge(lib: Path, cfg, glue, baselines: list, remember: bool) -> tuple[list[str], list[str] | str]:
+def _judge(lib: Path, cfg, glue, baselines: list, remember: bool, seconds: dict[str, float] | None = None) \
+        -> tuple[list[str], list[str] | str]:
     """(binary-rule violations, clock-read violations or why the machine code was not read) of the library `lib`,
     kept ones where `remember` allows. The binary rule judges the very bytes the key is made of. Raises `OSError`
-    where the library cannot be read."""
+    where the library cannot be read. `seconds` accumulates the time of each part (`recall`: reading the library and
+    looking for a kept judgement, `rule`, `cpu_code`, `gpu_code`), which the verdict's `stage_s` reports."""
+    import time
     from musacoder.legality import binary, judgements
     from musacoder.legality.machine_code import ToolMissing, library_clock_reads
 
+    seconds = {} if seconds is None else seconds
+
+    def add(part: str, since: float) -> None:
+        seconds[part] = seconds.get(part, 0.0) + time.monotonic() - since
+
+    t0 = time.monotonic()
     data = binary.read_library(lib) if remember else None
     key = judgements.judgement_key(data, lib.name, cfg.allow_vendor_libs, _tools(lib)) if remember else None
-    if key is not None and (kept := judgements.recall_judgement(cfg.cache_dir, key)) is not None \
-            and isinstance(kept.get("clock_reads"), list) and all(isinstance(m, str) for m in kept["clock_reads"]):
+    kept = judgements.recall_judgement(cfg.cache_dir, key) if key is not None else None
+    add("recall", t0)
+    if kept is not None and isinstance(kept.get("clock_reads"), list) \
+            and all(isinstance(m, str) for m in kept["clock_reads"]):
         return list(kept["violations"]), list(kept["clock_reads"])
     errors_before = len([b for b in baselines if b.error])
     given = {"data": data} if data is not None else {}  # the bytes the key was made of
+    t0 = time.monotonic()
     violations = binary.library_violations(lib, cfg.allow_vendor_libs, glue=glue, **given)
+    add("rule", t0)
+    parts: dict[str, float] = {}
     try:
-        clock: list[str] | str = library_clock_reads(lib)
+        clock: list[str] | str = library_clock_reads(lib, seconds=parts)
     except (ToolMissing, OSError, subprocess.SubprocessError) as e:
         clock = str(e) or type(e).__name__
+    for part, s in parts.items():
+        seconds[part] = seconds.get(part, 0.0) + s
     # kept only when complete: the machine code read, the glue baseline (where it was needed) there
     if key is not None and isinstance(clock, list) and len([b for b in baselines if b.error]) == errors_before:
         judgements.keep_judgement(cfg.cache_dir, key, {"violations": violations, "clock_reads": clock})
