@@ -230,9 +230,11 @@ if has rlload; then  # issue 38 (b): 16 tasks x 8 candidates (golden + 7 variant
   tail -3 "$OUT/rl_load.log"; grep -v " ok " "$OUT/rl_load.log" | grep "^  level" | cut -c1-200 | head -8
 fi
 if has corpus; then  # issue 37: the style corpus through the whole pipeline, full sizes
+  # (CORPUS_ARGS: more arguments, e.g. --label legitimate --backends cuda,triton; CORPUS_TAG names the files)
   timeout ${T_CORPUS:-400} python3 benchmarks/style_corpus.py --kernelbench-dir "$KB" --full-size \
-    --workers ${CORPUS_WORKERS:-8} --json "$OUT/style_corpus.json" > "$OUT/style_corpus.log" 2>&1
-  tail -25 "$OUT/style_corpus.log"
+    --workers ${CORPUS_WORKERS:-8} ${CORPUS_ARGS:-} --json "$OUT/style_corpus${CORPUS_TAG:-}.json" \
+    > "$OUT/style_corpus${CORPUS_TAG:-}.log" 2>&1
+  tail -25 "$OUT/style_corpus${CORPUS_TAG:-}.log"
 fi
 if has snapshot; then  # issue 36: the verdict snapshot's cases, CUDA and Triton examples included
   timeout ${T_SNAP:-300} python3 benchmarks/verdict_snapshot.py "$OUT/snapshot_gpu.json" --gpu > "$OUT/snapshot.log" 2>&1

@@ -53,6 +53,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--only", default="", help="comma list of globs on candidate file names")
+    ap.add_argument("--label", choices=("legitimate", "illegitimate"), default=None,
+                    help="only the candidates of this label (the legitimate ones first, where a run may be cut)")
     ap.add_argument("--json", type=Path, default=Path("style_corpus.json"))
     ap.add_argument("--kernelbench-dir", type=Path,
                     default=Path(os.environ.get("KERNELBENCH_DIR", "/work/shared/kernelbench")))
@@ -69,7 +71,8 @@ def main() -> int:
     labels = json.loads((CORPUS / "labels.json").read_text())
     globs = [g for g in args.only.split(",") if g]
     chosen = {n: lab for n, lab in sorted(labels.items()) if lab["backend"] in backends
-              and (not globs or any(fnmatch.fnmatch(n, g) for g in globs))}
+              and (not globs or any(fnmatch.fnmatch(n, g) for g in globs))
+              and (args.label is None or lab["label"] == args.label)}
     for n in [n for n in chosen if chosen[n].get("gpu_only") and not gpu]:
         print(f"{n:40s} skipped without a GPU: {chosen.pop(n)['gpu_only']}")
     work = Path(tempfile.mkdtemp(prefix="style-corpus-"))
