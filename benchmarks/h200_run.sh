@@ -111,7 +111,8 @@ fi
 if has throughput; then  # cold then warm cache, fast builds (THR_PHASES=warm THR_TAG=-w16 WORKERS=16: warm again)
   timeout ${T_THR:-420} python3 benchmarks/throughput.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
     --workers ${WORKERS:-12} --limit ${LIMIT:-0} --max-input-mb ${MAXMB:-64} --cache "$MUSACODER_CACHE_DIR" \
-    --phases ${THR_PHASES:-cold,warm} ${THR_VERIFY:+--verify $THR_VERIFY} --json "$OUT/throughput${THR_TAG:-}.json" \
+    --phases ${THR_PHASES:-cold,warm} ${THR_VERIFY:+--verify $THR_VERIFY} \
+    ${THR_ORDER:+--only "$(paste -sd, $THR_ORDER)"} --json "$OUT/throughput${THR_TAG:-}.json" \
     > "$OUT/throughput${THR_TAG:-}.log" 2>&1
   grep -E "^   (cold|warm)( memory| reference)?" "$OUT/throughput${THR_TAG:-}.log"; tail -4 "$OUT/throughput${THR_TAG:-}.log"
 fi
@@ -235,6 +236,20 @@ if has corpus; then  # issue 37: the style corpus through the whole pipeline, fu
     --workers ${CORPUS_WORKERS:-8} ${CORPUS_ARGS:-} --json "$OUT/style_corpus${CORPUS_TAG:-}.json" \
     > "$OUT/style_corpus${CORPUS_TAG:-}.log" 2>&1
   tail -25 "$OUT/style_corpus${CORPUS_TAG:-}.log"
+fi
+if has binprof; then  # what the machine-code rule's tools cost on this host: objdump (CPU code) and cuobjdump (GPU
+  # code) on up to 3 built CUDA extensions of the build cache, with and without relocations and demangling
+  objdump --version | head -1; n=0
+  for so in $(find "$MUSACODER_CACHE_DIR" /tmp/mc-gold -name 'mc_ext_*.so' 2>/dev/null); do
+    grep -qa nv_fatbin "$so" || continue; n=$((n+1)); [ $n -gt 3 ] && break
+    echo "$(basename $so) $(stat -c %s $so) bytes"
+    TIMEFORMAT='%R s'
+    for flags in "-d -r -C --no-show-raw-insn" "-d --no-show-raw-insn" "-d -C --no-show-raw-insn" "-d -r --no-show-raw-insn"; do
+      echo "  objdump $flags: $( { time objdump $flags "$so" > /tmp/od.txt; } 2>&1 ), $(wc -l < /tmp/od.txt) lines"; done
+    cu=$(python3 -c "from musacoder.legality.machine_code import find_cuobjdump as f; print(f())")
+    for f in -sass -ptx; do echo "  $cu $f: $( { time $cu $f "$so" > /dev/null 2>&1; } 2>&1 )"; done
+    python3 -c "import sys,time; from pathlib import Path; from musacoder.legality.machine_code import library_clock_reads as r; s={}; t=time.time(); r(Path(sys.argv[1]), seconds=s); print('  library_clock_reads', round(time.time()-t,2), {k: round(x,2) for k,x in s.items()})" "$so"
+  done 2>&1 | tee "$OUT/binprof.txt"
 fi
 if has snapshot; then  # issue 36: the verdict snapshot's cases, CUDA and Triton examples included
   timeout ${T_SNAP:-300} python3 benchmarks/verdict_snapshot.py "$OUT/snapshot_gpu.json" --gpu > "$OUT/snapshot.log" 2>&1

@@ -9,7 +9,9 @@ the cpu and triton candidates run (Triton under its interpreter) and every task 
 `set`, else every integer size constant above SMALL_LIMIT set to SMALL_LIMIT. Level tasks are read from
 --kernelbench-dir (default $KERNELBENCH_DIR, else /work/shared/kernelbench), never copied.
 
-Candidates labelled `gpu_only` (what they show needs GPU hardware) are skipped without a GPU.
+Candidates labelled `gpu_only` (what they show needs GPU hardware) are skipped without a GPU. A candidate whose
+compiled code differs on the GPU carries `gpu_label` (with `gpu_reason`), which counts there instead of `label`:
+a Triton broadcast-multiply-sum GEMM is fp32 under the interpreter and a TF32 `tl.dot` once compiled for the GPU.
 A false reject is a legitimate candidate whose status is not `ok`; a false accept is an illegitimate one whose status
 is `ok`. `infra_error` verdicts are neither (the verifier failed) and are listed apart. Prints one line per candidate
 and a summary, and writes --json (labels, verdicts and the summary) after the run.
@@ -72,7 +74,10 @@ def main() -> int:
     globs = [g for g in args.only.split(",") if g]
     chosen = {n: lab for n, lab in sorted(labels.items()) if lab["backend"] in backends
               and (not globs or any(fnmatch.fnmatch(n, g) for g in globs))
-              and (args.label is None or lab["label"] == args.label)}
+              and (args.label is None or lab.get("gpu_label" if gpu else "label", lab["label"]) == args.label)}
+    if gpu:  # the label of what the GPU's compiler makes of it
+        chosen = {n: {**lab, "label": lab.get("gpu_label", lab["label"]), "reason": lab.get("gpu_reason", lab["reason"])}
+                  for n, lab in chosen.items()}
     for n in [n for n in chosen if chosen[n].get("gpu_only") and not gpu]:
         print(f"{n:40s} skipped without a GPU: {chosen.pop(n)['gpu_only']}")
     work = Path(tempfile.mkdtemp(prefix="style-corpus-"))
@@ -86,7 +91,7 @@ def main() -> int:
     verdicts: dict[str, dict] = {}
 
     def on_result(i, v):
-        print(f"{i:40s} {labels[i]['label']:13s} {v.status:14s} reward {v.reward if v.reward is None else round(v.reward, 3)}",
+        print(f"{i:40s} {chosen[i]['label']:13s} {v.status:14s} reward {v.reward if v.reward is None else round(v.reward, 3)}",
               flush=True)
         verdicts[i] = v.model_dump(mode="json")
         write_json(args.json, chosen, verdicts, gpu, small)  # after every verdict: a cut run keeps what it judged

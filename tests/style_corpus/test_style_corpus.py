@@ -31,7 +31,10 @@ def test_every_candidate_is_labelled_once():
         assert lab["static"] in ("pass", "reject"), name
         assert lab["reason"].strip() and "\n" not in lab["reason"], name
         assert lab["label"] == "illegitimate" or lab["static"] == "pass", f"{name}: a legitimate one must pass"
-        assert set(lab) <= {"task", "backend", "label", "reason", "static", "set", "gpu_only"}, name
+        assert set(lab) <= {"task", "backend", "label", "reason", "static", "set", "gpu_only", "gpu_label",
+                            "gpu_reason"}, name
+        assert ("gpu_label" in lab) == ("gpu_reason" in lab), f"{name}: a label for the GPU says why"
+        assert lab.get("gpu_label", "illegitimate") in ("legitimate", "illegitimate"), name
 
 
 def test_tasks_exist():
