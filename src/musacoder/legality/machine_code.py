@@ -40,6 +40,8 @@ _HOST_FUNCTION = re.compile(r"^[0-9a-f]+ <(.+)>:\s*$")
 # the GPU's event timer, called from the CPU: every CUDA extension holds one caller, the `elapsedTime` of the device
 # guard that c10/cuda/CUDAGuard.h emits with its vtable; a call from anywhere else (or to that method) is a clock
 _EVENT_TIMER = re.compile(r"\b(?:cuda|cu|musa|mu)EventElapsedTime\w*|\bc10::(?:cuda|musa)::impl::\w+GuardImpl::elapsedTime\b")
+# a word each match of `_HOST_CLOCK` or `_EVENT_TIMER` contains (lower case): the lines worth matching
+_HOST_WORDS = ("rdtsc", "rdpmc", "cntvct_el0", "cntpct_el0", "pmccntr_el0", "elapsedtime")
 _EVENT_TIMER_OWNER = re.compile(r"^c10::(?:cuda|musa)::impl::\w+GuardImpl::elapsedTime\(")
 
 
@@ -104,16 +106,46 @@ def _host_clock_reads(path: str, _mtime_ns: int, _size: int, tool: str) -> tuple
                        timeout=READ_TIMEOUT_S)
     if r.returncode != 0:
         raise OSError(f"objdump failed on {Path(path).name}: {r.stderr.strip()[-300:]}")
-    found, function = [], "?"
-    for line in r.stdout.splitlines():
-        if h := _HOST_FUNCTION.match(line):
-            function = h.group(1)
-        elif m := _HOST_CLOCK.search(line):
+    return host_clock_reads_in(r.stdout)
+
+
+def host_clock_reads_in(listing: str) -> tuple[tuple[str, str], ...]:
+    """(function, instruction or callee) for each clock read in an `objdump -d -r -C` listing: the first clock
+    instruction of a line, else its first call of the event timer from a function other than the device guard's
+    `elapsedTime` and the PLT stubs. A CUDA extension's listing has some 300,000 lines, and a Python loop over them
+    took seconds in a busy verifier: only the lines holding a word every pattern needs (`_HOST_WORDS`, found by
+    substring search) are matched, each with the function heading that precedes it."""
+    low = listing.lower()
+    starts = set()
+    for word in _HOST_WORDS:
+        at = low.find(word)
+        while at >= 0:
+            starts.add(listing.rfind("\n", 0, at) + 1)
+            at = low.find(word, at + 1)
+    found = []
+    for start in sorted(starts):
+        end = listing.find("\n", start)
+        line = listing[start:end if end >= 0 else len(listing)]
+        if _HOST_FUNCTION.match(line):
+            continue  # a heading names a function; it is not an instruction
+        function = _function_before(listing, start)
+        if m := _HOST_CLOCK.search(line):
             found.append((function, (m.group(1) or m.group(2)).lower()))
         elif (m := _EVENT_TIMER.search(line)) and not function.endswith("@plt") \
                 and not _EVENT_TIMER_OWNER.match(function):
             found.append((function, m.group(0)))
     return tuple(dict.fromkeys(found))
+
+
+def _function_before(listing: str, start: int) -> str:
+    """The function named by the last heading line (`0000000000001234 <name>:`) before offset `start`, "?" if none."""
+    end = start
+    while (at := listing.rfind(">:\n", 0, end)) >= 0:
+        line_start = listing.rfind("\n", 0, at) + 1
+        if h := _HOST_FUNCTION.match(listing[line_start:at + 2]):
+            return h.group(1)
+        end = at
+    return "?"
 
 
 def _messages(path: Path, reads, what: str, clock: str) -> list[str]:
