@@ -93,20 +93,32 @@ def ptx_clock_reads(ptx: str) -> list[tuple[str, str]]:
 def _library_clock_reads(path: str, _mtime_ns: int, _size: int, tool: str) -> tuple[tuple[str, str], ...]:
     found: list[tuple[str, str]] = []
     for flag, pattern, heading in (("-sass", _SASS_CLOCK, _SASS_FUNCTION), ("-ptx", _PTX_CLOCK, _PTX_ENTRY)):
-        r = subprocess.run([tool, flag, path], capture_output=True, text=True, timeout=READ_TIMEOUT_S)
-        if r.returncode != 0 and "does not contain" not in r.stderr:
-            raise OSError(f"cuobjdump {flag} failed on {Path(path).name}: {r.stderr.strip()[-300:]}")
-        found += clock_reads_in(r.stdout, pattern, heading)
+        code, listing, err = _run_tool([tool, flag, path])
+        if code != 0 and "does not contain" not in err:
+            raise OSError(f"cuobjdump {flag} failed on {Path(path).name}: {err.strip()[-300:]}")
+        found += clock_reads_in(listing, pattern, heading)
     return tuple(dict.fromkeys(found))
 
 
 @functools.lru_cache(maxsize=4096)
 def _host_clock_reads(path: str, _mtime_ns: int, _size: int, tool: str) -> tuple[tuple[str, str], ...]:
-    r = subprocess.run([tool, "-d", "-r", "-C", "--no-show-raw-insn", path], capture_output=True, text=True,
-                       timeout=READ_TIMEOUT_S)
-    if r.returncode != 0:
-        raise OSError(f"objdump failed on {Path(path).name}: {r.stderr.strip()[-300:]}")
-    return host_clock_reads_in(r.stdout)
+    code, listing, err = _run_tool([tool, "-d", "-r", "-C", "--no-show-raw-insn", path])
+    if code != 0:
+        raise OSError(f"objdump failed on {Path(path).name}: {err.strip()[-300:]}")
+    return host_clock_reads_in(listing)
+
+
+def _run_tool(argv: list[str]) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of a disassembler. Its listing (tens of MB for a CUDA extension) goes to a
+    temporary file and is read in one piece: read through a pipe it came in thousands of chunks, each waiting for the
+    interpreter's lock, and a verifier busy in other threads took seconds over it."""
+    import tempfile
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        r = subprocess.run(argv, stdout=out, stderr=err, timeout=READ_TIMEOUT_S)
+        out.seek(0)
+        err.seek(0)
+        return r.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
 
 
 def host_clock_reads_in(listing: str) -> tuple[tuple[str, str], ...]:
