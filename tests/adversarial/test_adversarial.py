@@ -224,6 +224,18 @@ def test_a_kernel_idle_on_the_tasks_own_inputs_is_timed_on_inputs_checked_as_str
     assert on_task.speedup > 5 * centred.speedup, (on_task.speedup, centred.speedup)
 
 
+@pytest.mark.skipif(not RELU_RAND.exists(), reason="kernelbench-small not found (set KERNELBENCH_SMALL_DIR)")
+def test_a_kernel_writing_into_its_inputs_earns_no_partial_credit():
+    """An in-place ReLU on 19_ReLU, whose own inputs are non-negative: there the write changes nothing and the trials
+    pass; the zero-mean ones see the inputs changed. It earned −0.14 on the H100 (two of seven trials failed); a
+    change to the inputs is found bit for bit, never noise, so q counts as 0 and the defect is named."""
+    v = verify(RELU_RAND, (CANDS / "input_mutation.py").read_text(), backend="cpu",
+               config=CFG.model_copy(update={"time_candidate": False}))
+    assert v.status == "incorrect" and v.reward == -1.0, _text(v)
+    assert any(t.passed for t in v.trials) and any(not t.passed for t in v.trials), _text(v)
+    assert v.systematic_defect and "writes into its inputs" in v.systematic_defect, _text(v)
+
+
 @pytest.mark.slow
 def test_hardcoded_shape_caught_by_extra_shapes():
     code = (CANDS / "hardcoded_batch.py").read_text()

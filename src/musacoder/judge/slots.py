@@ -235,10 +235,16 @@ class Footprint:
         return max(1, min(self.max_input_sets, INPUT_SET_BUDGET // self.inputs))
 
     @property
-    def worker(self) -> int:
+    def harness(self) -> int:
+        """What the worker's harness itself holds between candidate calls: its fixed part, the input sets and the
+        pristine copy, outputs, the kept ones held on the device, the weights."""
         kept = KEPT_OUTPUTS * self.outputs if self.outputs < HOST_HOLD_BYTES else 0
-        return (WORKER_FIXED + (self.input_sets + 2) * self.inputs + 2 * self.outputs + kept + 2 * self.weights
-                + SLACK * (self.inputs + self.outputs))
+        return WORKER_FIXED + (self.input_sets + 2) * self.inputs + 2 * self.outputs + kept + 2 * self.weights
+
+    @property
+    def worker(self) -> int:
+        """The worker's estimate: the harness's part and room for the candidate's temporaries during a call."""
+        return self.harness + SLACK * (self.inputs + self.outputs)
 
     @property
     def trusted(self) -> int:

@@ -259,8 +259,8 @@ def judge_trial(ctx: RunContext, i: int, ref_out, cand_out, rep: CallReport,
     a failure the trial was built to expose names its systematic defect (`systematic_defect`)."""
     if rep.output_type_error:
         return TrialResult(trial=i, passed=False, message=rep.output_type_error, kind=kind)
-    if rep.input_mutation:
-        return TrialResult(trial=i, passed=False, message=rep.input_mutation, kind=kind)
+    if rep.input_mutation:  # found bit for bit against a fresh copy: never noise
+        return TrialResult(trial=i, passed=False, message=rep.input_mutation, kind=kind, systematic=INPUT_MUTATION)
     c = compare_outputs(ref_out, cand_out, ctx.cfg.rel_l2_tol, device=ctx.compare_device, precision=precision)
     t = TrialResult(trial=i, passed=c.passed, max_abs_error=c.max_abs_error, rel_l2_error=c.rel_l2_error,
                     precision_error=c.precision_error, precision_bound=c.precision_bound, message=c.message,
@@ -283,6 +283,12 @@ DECISIVE_KINDS = {
              "(skipped or partial work)",
     "shape": "wrong at another size of the task: shapes or sizes hard-coded",
 }
+
+
+# a trial whose inputs were found changed by the call: the check compares them bit for bit with a fresh copy, so the
+# trials where it passed are ones where the write changed nothing (an in-place ReLU on a task's non-negative inputs),
+# luck of the draw like a decisive trial's, not partial correctness
+INPUT_MUTATION = "writes into its inputs (inputs must be left unchanged): allocate the output"
 
 
 def systematic_defect(t: TrialResult, precision: Precision | None) -> str | None:

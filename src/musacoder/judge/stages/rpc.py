@@ -17,8 +17,10 @@ from musacoder.judge.sandbox import Sandbox
 from musacoder.judge.slots import GiB
 from musacoder.judge.stages.context import RetryAlone, RunContext, Stop
 
-# A worker that ran out of memory in harness code while holding more than its estimated footprint plus this much
-# (and plus one input set and one output) was hoarding memory of its own: the candidate's fault, not the verifier's.
+# A worker that ran out of memory in harness code (the candidate's call had returned, its temporaries with it) while
+# holding more than the harness's own part (`Footprint.harness`) plus one input set, one output and this much was
+# hoarding memory of its own: the candidate's fault, not the verifier's. (Against the whole worker estimate, whose
+# room for a call's temporaries is 4x the task's data, a 6 GB task's hoarder could never reach it on an 80 GB GPU.)
 HOARD_SLACK = 2 * GiB
 
 
@@ -79,7 +81,7 @@ def fault(ctx: RunContext, got: Fault, stage: str) -> None:
         raise Stop("compile_error")
     if got.oom:
         held, fp = got.mem_allocated, ctx.fp
-        if fp is not None and held > fp.worker + fp.inputs + fp.outputs + HOARD_SLACK:
+        if fp is not None and held > fp.harness + fp.inputs + fp.outputs + HOARD_SLACK:
             v.error = (f"the candidate's worker held {held / GiB:.1f} GiB of device memory when the verifier needed "
                        f"more in it (the verifier's own part is ~{fp.worker / GiB:.1f} GiB): forward must not keep "
                        f"large allocations alive\n{got.error[-1500:]}")
