@@ -23,7 +23,8 @@ def test_cpu_candidate_with_weights_of_kept_submodule():
     assert v.status == "ok", v.feedback
     assert v.backend == "cpu" and v.device == "cpu" and all(t.passed for t in v.trials)
     # where the time went: every stage that ran, and the waits for the device slot
-    assert {"build", "correctness", "correctness_wait", "timing", "timing_wait", "worker_start", "worker.python_torch"} <= set(v.stage_s)
+    assert {"build", "correctness", "correctness_wait", "timing", "timing_wait", "worker_start", "worker.python_torch",
+            "worker_stop", "release"} <= set(v.stage_s)
     assert all(s >= 0 for s in v.stage_s.values()) and v.stage_s["timing"] > 0
 
 

@@ -87,6 +87,7 @@ def _attempt(ctx: RunContext, fresh: bool) -> None:
     """One attempt on a device: pinned, a worker started, the candidate's stages run in it; the clean reference after
     the worker is gone, within the attempt's reservation, which ends only after that."""
     v, cuda = ctx.verdict, ctx.device_pool.startswith("cuda")
+    ctx.sandbox = None  # this attempt's worker, once started
     with ctx.stage("footprint"):
         ctx.fp = slots.footprint(ctx.module, ctx.cfg.input_sets) if cuda else None
     if ctx.fp:
@@ -117,8 +118,11 @@ def _attempt(ctx: RunContext, fresh: bool) -> None:
                              f"({str(e).splitlines()[0][:700]})") from None
         finally:
             ctx.precision_models = None
-            if (peak := slots.release_trusted(ctx.device, ctx.large)) is not None:
-                v.trusted_mem_gb = peak
+            if ctx.sandbox is not None:  # the worker's kill and teardown, where no stage had timed them
+                v.stage_s["worker_stop"] = round(v.stage_s.get("worker_stop", 0.0) + ctx.sandbox.stop_s, 4)
+            with ctx.stage("release"):
+                if (peak := slots.release_trusted(ctx.device, ctx.large)) is not None:
+                    v.trusted_mem_gb = peak
 
 
 @contextlib.contextmanager

@@ -321,6 +321,7 @@ class Sandbox:
             self.extra_env["MUSACODER_AS_LIMIT"] = str(int(memory_limit_gb * (1 << 30)))
         self.proc: subprocess.Popen | None = None
         self.ready_wait_s = 0.0  # seconds __enter__ waited for a ready worker
+        self.stop_s = 0.0  # seconds close() took
         self.start_report: dict[str, float] = {}  # the worker's own start, part by part (seconds; it says so itself)
         self.layers: list[str] = []  # the isolation layers the worker entered (`musacoder.judge.isolation`)
         self._cgroups: list[str] = []
@@ -489,6 +490,15 @@ class Sandbox:
         self.close()
 
     def close(self) -> None:
+        """Kill the worker's process group, release its cgroups and close the pipes; the seconds it took (a GPU
+        worker's teardown included) in `stop_s`."""
+        t0 = time.monotonic()
+        try:
+            self._close()
+        finally:
+            self.stop_s += time.monotonic() - t0
+
+    def _close(self) -> None:
         if self.proc is not None:
             kill_group(self.proc)
             # the worker's PID namespace dies with it, but a thousand forked children take seconds to go: the verdict
