@@ -28,12 +28,12 @@
 #   then STEPS="golden snapshot" T_GOLD=540 and STEPS="corpus anchor" T_CORPUS=300 ANC_LIMIT=16 T_ANC=280, chained on one
 #   warm machine (issues 36-38: the golden set, the verdict snapshot and the style corpus at full size, one candidate
 #   8 times with the per-task cache on and off, 16 tasks x 8 candidates, and KernelBench's harness side by side)
-#   What is still owed after the H100 runs of 2026-12-06 (docs/benchmarks.md): STEPS="smoke throughput snapshot"
-#   LIMIT=0 MAXMB=64 WORKERS=12 THR_PHASES=cold,warm T_THR=420 T_SNAP=150 (issue 36: the whole golden set, shrunk
-#   inputs, every verdict against the 2026-12-05 service step's 145 `ok`; warm phase = RL-shaped re-verification),
-#   then STEPS="same8 corpus" T_SAME8=120 T_CORPUS=420 (the cache on/off pair on a built candidate; the 42 corpus
-#   candidates not reached, their failed trials now in the JSON), then STEPS=golden GOLD_ONLY='level1/19_*,level1/2[0-9]_*'
-#   T_GOLD=540 (the 6.4 GB activations after the in-place reference cases: predicted ~20-30 s of correctness, was 154)
+#   What is still owed after the H100 runs of 2026-12-06 (docs/benchmarks.md): STEPS="smoke golden same8"
+#   GOLD_ONLY='level1/19_*' T_GOLD=130 SAME8_TASKS=level2/76_Gemm_Add_ReLU (the binary stage after the machine-code
+#   rule's lock fix, predicted under 1 s where it took 7-24 s; where the 17 untimed seconds of a same-8 verdict go, now
+#   that `worker_stop` and `release` are timed), then STEPS=throughput THR_PHASES=cold WORKERS=12 THR_ORDER=.kb/rest.txt
+#   (the 27 golden candidates the shrunk run did not reach, one id glob per line) and STEPS=corpus
+#   CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (the hoarding rule, and the CPU-backend candidates at full size)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
