@@ -181,28 +181,26 @@ def library_clock_reads(path: Path, cuobjdump: str | None = None, objdump: str |
     seconds = {} if seconds is None else seconds
     st = path.stat()
     out, missing = [], []
+
+    def timed(part: str, reads, tool: str, what: str, clock: str) -> None:
+        t0 = time.monotonic()
+        try:
+            out.extend(_messages(path, reads(str(path), st.st_mtime_ns, st.st_size, tool), what, clock))
+        finally:
+            seconds[part] = time.monotonic() - t0
+
     objdump = objdump or shutil.which("objdump")
     try:
         if objdump is None:
             missing.append("objdump (binutils), for the CPU code")
         else:
-            t0 = time.monotonic()
-            try:
-                out += _messages(path, _host_clock_reads(str(path), st.st_mtime_ns, st.st_size, objdump),
-                                 "the function", "CPU")
-            finally:
-                seconds["cpu_code"] = time.monotonic() - t0
+            timed("cpu_code", _host_clock_reads, objdump, "the function", "CPU")
         if has_device_code(path):
             cuobjdump = cuobjdump or find_cuobjdump()
             if cuobjdump is None:
                 missing.append("cuobjdump (CUDA toolkit or Triton), for the GPU code")
             else:
-                t0 = time.monotonic()
-                try:
-                    out += _messages(path, _library_clock_reads(str(path), st.st_mtime_ns, st.st_size, cuobjdump),
-                                     "the kernel", "GPU")
-                finally:
-                    seconds["gpu_code"] = time.monotonic() - t0
+                timed("gpu_code", _library_clock_reads, cuobjdump, "the kernel", "GPU")
     except subprocess.TimeoutExpired:  # a library a kernel does not need (an honest one reads in a second or two)
         return [f"the built extension {path.name} ({st.st_size >> 20} MB) could not be read for clock reads within "
                 f"{READ_TIMEOUT_S} s; a kernel's library is far smaller"]
