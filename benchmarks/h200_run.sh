@@ -29,9 +29,10 @@
 #   warm machine (issues 36-38: the golden set, the verdict snapshot and the style corpus at full size, one candidate
 #   8 times with the per-task cache on and off, 16 tasks x 8 candidates, and KernelBench's harness side by side)
 #   What is still owed after the H100 runs of 2026-12-06 (docs/benchmarks.md): STEPS="smoke golden same8"
-#   GOLD_ONLY='level1/19_*' T_GOLD=130 SAME8_TASKS=level2/76_Gemm_Add_ReLU (the binary stage after the machine-code
+#   GOLD_ONLY='level1/19_*' T_GOLD=130 SAME8_TASKS=level2/76_Gemm_Add_ReLU SAME8_ROUNDS=2 (the binary stage after the machine-code
 #   rule's lock fix, predicted under 1 s where it took 7-24 s; where the 17 untimed seconds of a same-8 verdict go, now
-#   that `worker_stop` and `release` are timed), then STEPS=throughput THR_PHASES=cold WORKERS=12 THR_ORDER=.kb/rest.txt
+#   that `worker_stop`, `release` and the fork server's start are timed, and the second round: a long-lived verifier's
+#   rate), then STEPS=throughput THR_PHASES=cold WORKERS=12 THR_ORDER=.kb/rest.txt
 #   (the 27 golden candidates the shrunk run did not reach, one id glob per line) and STEPS=corpus
 #   CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (the hoarding rule, and the CPU-backend candidates at full size)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
@@ -218,6 +219,7 @@ if has same8; then  # issue 38 (d): one honest candidate verified 8 times in one
     for share in true false; do
       timeout ${T_SAME8:-200} python3 benchmarks/rl_load.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
         --only "$t" --tasks 1 --copies 8 --identical --workers ${SAME8_WORKERS:-8} --verify share_reference=$share \
+        ${SAME8_ROUNDS:+--rounds $SAME8_ROUNDS} \
         --json "/tmp/same8_${tag}_$share.json" > "/tmp/same8_${tag}_$share.log" 2>&1
       echo "same8 $t share_reference=$share"; tail -1 "/tmp/same8_${tag}_$share.log"
     done

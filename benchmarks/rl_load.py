@@ -6,6 +6,12 @@
                                                                            # (d) one candidate 8 times: speedup spread
     python benchmarks/rl_load.py --backend cpu --task examples/tasks/relu.py \
         --candidate examples/candidates/relu_cpu.py --copies 8 --identical --workers 2   # the CPU backend (2 cores)
+    python benchmarks/rl_load.py ... --rounds 3     # the same batch 3 times in one process, as RL steps are
+
+With --rounds R the batch is verified R times by one process, one row per round: the first round pays what a
+verifier pays once (its CUDA start, the fork server, workers started ahead), the later ones are what a long-lived
+verifier (the RL environment, the service) pays per step; each round is a batch of its own, so the per-task cache
+and its seeds rotate between rounds as they do between RL steps.
 
 Each task's K candidates are its golden kernel and K−1 variants of it (a comment added: the same kernel, another
 response text), or K identical copies with --identical. Sizes are the task files' own unless --max-input-mb shrinks
@@ -68,11 +74,12 @@ def main() -> None:
     ap.add_argument("--max-input-mb", type=float, default=0, help="shrink tasks to this (0: the task files' own sizes)")
     ap.add_argument("--cache", type=Path, default=None, help="build cache (default: MUSACODER_CACHE_DIR)")
     ap.add_argument("--verify", action="append", default=[], metavar="FIELD=VALUE", help="VerifyConfig fields")
+    ap.add_argument("--rounds", type=int, default=1, help="verify the same batch this many times in one process")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 
     from musacoder.config import VerifyConfig
-    from musacoder.judge.batch import VerifyJob, verify_many
+    from musacoder.judge.batch import VerifyJob
     from musacoder.tasks import load_task
 
     if args.task or args.candidate:
@@ -105,6 +112,27 @@ def main() -> None:
           f"({'identical' if args.identical else 'golden + variants'}), {args.workers} workers, backend "
           f"{args.backend}, sizes {'shrunk to %g MB' % args.max_input_mb if args.max_input_mb else 'the task files own'}",
           flush=True)
+    print("\n| round | verdicts | seconds | verdicts/min | exclusive s (median, p90) | wall s (median) | reused | "
+          "max speedup spread | statuses |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    rounds = []
+    for rnd in range(1, max(1, args.rounds) + 1):
+        summary, rows = run_round(jobs, args, cfg)
+        rounds.append({"round": rnd, "summary": summary, "rows": rows})
+        print(f"| {rnd} | {summary['verifications']} | {summary['seconds']} | {summary['verdicts_per_min']} | "
+              f"{summary['exclusive_s_median']}, {summary['exclusive_s_p90']} | {summary['wall_s_median']} | "
+              f"{summary['reference_reused']} | {summary['speedup_spread_max']} | {summary['statuses']} |",
+              flush=True)
+        if args.json:  # after every round: a cut run keeps what it measured
+            last = rounds[-1]
+            args.json.write_text(json.dumps({"summary": last["summary"], "rows": last["rows"], "rounds": rounds},
+                                            indent=1))
+
+
+def run_round(jobs: list, args, cfg) -> tuple[dict, list[dict]]:
+    """One batch of `jobs` through `verify_many`: (summary, one row per verdict), each verdict printed as it comes."""
+    from musacoder.judge.batch import verify_many
+
     t0, rows = time.monotonic(), []
     for job, v in verify_many(jobs, workers=args.workers, config=cfg):
         excl = sum(v.stage_s.get(s, 0.0) for s in EXCLUSIVE_STAGES)
@@ -136,14 +164,7 @@ def main() -> None:
         "workers": args.workers, "copies": args.copies, "identical": args.identical, "backend": args.backend,
         "max_input_mb": args.max_input_mb or None,
     }
-    print("\n| verdicts | seconds | verdicts/min | exclusive s (median, p90) | wall s (median) | reused | "
-          "max speedup spread | statuses |")
-    print("|---|---|---|---|---|---|---|---|")
-    print(f"| {len(rows)} | {total:.1f} | {summary['verdicts_per_min']} | {summary['exclusive_s_median']}, "
-          f"{summary['exclusive_s_p90']} | {summary['wall_s_median']} | {summary['reference_reused']} | "
-          f"{summary['speedup_spread_max']} | {statuses} |")
-    if args.json:
-        args.json.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+    return summary, rows
 
 
 if __name__ == "__main__":

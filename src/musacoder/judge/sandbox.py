@@ -331,6 +331,7 @@ class Sandbox:
     def __enter__(self) -> "Sandbox":
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         key = (str(self.cache_dir), tuple(sorted(self.extra_env.items())), self.isolate_network)
+        t0 = time.monotonic()  # `ready_wait_s` counts the fork server's start too, where this call waits for it
 
         server = None
         if self.use_prestarted:
@@ -347,7 +348,6 @@ class Sandbox:
         # Only GPU verifications use workers started ahead: there the CPU has room while the GPU stages run. For CPU
         # verifications the extra starts compete with the work itself (lower throughput, docs/benchmarks.md).
         ahead = self.use_prestarted and PRESTART.target and "MUSACODER_PREWARM_DEVICE" in self.extra_env
-        t0 = time.monotonic()
         w = PRESTART.take(key, start) if ahead else start()
         self.workdir, self.log_path, self.proc = w.workdir, w.log_path, w.proc
         self.to_worker, self.from_worker = w.to_worker, w.from_worker
