@@ -17,7 +17,8 @@ def build(ctx: RunContext) -> LoadReply:
     the host's cores are the device, so a build holds it shared: no other verification's timing runs beside a
     compiler (`build_wait` is the wait for that)."""
     v = ctx.verdict
-    ctx.ipc = ctx.device.startswith("cuda") and ipc.available() and probe_ipc(ctx)
+    with ctx.stage("ipc_probe"):
+        ctx.ipc = ctx.device.startswith("cuda") and ipc.available() and probe_ipc(ctx)
     with ctx.stage("build", "shared" if ctx.device == "cpu" else None):
         load = load_candidate(ctx, ctx.sandbox, ctx.task)
     v.build_s = load.seconds
