@@ -56,7 +56,8 @@ def run(ctx: RunContext) -> Verdict:
             ctx.static = extract_and_check(ctx)
     except Stop as stop:
         return finish(ctx, stop.status)
-    ctx.share_with_task()
+    with ctx.stage("task_key"):  # the first verification of a process starts its CUDA state here
+        ctx.share_with_task()
     with ctx.stage("reference_load"):
         ctx.module = load_module(ctx.task)  # the trusted reference
     snapshot, start_failures = v.model_copy(deep=True), 0
