@@ -17,7 +17,7 @@ Each task's K candidates are its golden kernel and K−1 variants of it (a comme
 response text), or K identical copies with --identical. Sizes are the task files' own unless --max-input-mb shrinks
 them (the table then says so). Prints a table and writes JSON: verdicts per minute, per-verdict exclusive device
 seconds (the stages that hold the device alone: timing, the clean reference, the compile baseline; median and p90),
-wall per verdict, how many verdicts reused their task's reference work (`reference_reused`), status counts, and per
+wall per verdict and the part of it no stage timed, how many verdicts reused their task's reference work (`reference_reused`), status counts, and per
 task the spread of the speedup over its K copies (max/min − 1).
 """
 
@@ -112,16 +112,16 @@ def main() -> None:
           f"({'identical' if args.identical else 'golden + variants'}), {args.workers} workers, backend "
           f"{args.backend}, sizes {'shrunk to %g MB' % args.max_input_mb if args.max_input_mb else 'the task files own'}",
           flush=True)
-    print("\n| round | verdicts | seconds | verdicts/min | exclusive s (median, p90) | wall s (median) | reused | "
-          "max speedup spread | statuses |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| round | verdicts | seconds | verdicts/min | exclusive s (median, p90) | wall s (median) | untimed s "
+          "(median) | reused | max speedup spread | statuses |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     rounds = []
     for rnd in range(1, max(1, args.rounds) + 1):
         summary, rows = run_round(jobs, args, cfg)
         rounds.append({"round": rnd, "summary": summary, "rows": rows})
         print(f"| {rnd} | {summary['verifications']} | {summary['seconds']} | {summary['verdicts_per_min']} | "
               f"{summary['exclusive_s_median']}, {summary['exclusive_s_p90']} | {summary['wall_s_median']} | "
-              f"{summary['reference_reused']} | {summary['speedup_spread_max']} | {summary['statuses']} |",
+              f"{summary['untimed_s_median']} | {summary['reference_reused']} | {summary['speedup_spread_max']} | {summary['statuses']} |",
               flush=True)
         if args.json:  # after every round: a cut run keeps what it measured
             last = rounds[-1]
@@ -136,7 +136,9 @@ def run_round(jobs: list, args, cfg) -> tuple[dict, list[dict]]:
     t0, rows = time.monotonic(), []
     for job, v in verify_many(jobs, workers=args.workers, config=cfg):
         excl = sum(v.stage_s.get(s, 0.0) for s in EXCLUSIVE_STAGES)
-        rows.append({"id": job.id, "task": job.id.split("#")[0], "status": v.status, "speedup": v.speedup,
+        # the wall no stage timed (`worker.*` and `binary.*` are parts of stages, not stages)
+        untimed = v.wall_s - sum(x for k, x in v.stage_s.items() if not k.startswith(("worker.", "binary.")))
+        rows.append({"untimed_s": round(untimed, 3), "id": job.id, "task": job.id.split("#")[0], "status": v.status, "speedup": v.speedup,
                      "reward": v.reward, "wall_s": v.wall_s, "exclusive_s": excl, "done_s": time.monotonic() - t0,
                      "reference_reused": getattr(v, "reference_reused", None), "stage_s": v.stage_s,
                      "error": (v.error or "")[-300:], "violations": v.violations[:3]})
@@ -158,6 +160,7 @@ def run_round(jobs: list, args, cfg) -> tuple[dict, list[dict]]:
         "exclusive_s_median": round(statistics.median(excl), 3) if excl else None,
         "exclusive_s_p90": round(p90(excl), 3) if excl else None,
         "wall_s_median": round(statistics.median(walls), 2) if walls else None,
+        "untimed_s_median": round(statistics.median(r["untimed_s"] for r in rows), 2) if rows else None,
         "reference_reused": sum(1 for r in rows if r["reference_reused"]),
         "statuses": statuses, "speedup_spread": {k: round(s, 4) for k, s in spreads.items()},
         "speedup_spread_max": round(max(spreads.values()), 4) if spreads else None,
