@@ -83,7 +83,7 @@ def fault(ctx: RunContext, got: Fault, stage: str) -> None:
         held, fp = got.mem_allocated, ctx.fp
         if fp is not None and held > fp.harness + fp.inputs + fp.outputs + HOARD_SLACK:
             v.error = (f"the candidate's worker held {held / GiB:.1f} GiB of device memory when the verifier needed "
-                       f"more in it (the verifier's own part is ~{fp.worker / GiB:.1f} GiB): forward must not keep "
+                       f"more in it (the verifier's own part is ~{fp.harness / GiB:.1f} GiB): forward must not keep "
                        f"large allocations alive\n{got.error[-1500:]}")
             raise Stop("runtime_error")
         raise RetryAlone(f"the verifier ran out of device memory in the worker ({got.where}; "
