@@ -26,9 +26,11 @@ def _oom(held_gib: float) -> Fault:
 
 def test_a_hoarder_at_full_size_is_the_candidates_fault():
     assert RELU_FULL.worker >= 80 * GiB  # the whole estimate fills the card: it cannot be the yardstick
+    ctx = _ctx()
     with pytest.raises(Stop) as e:
-        fault(_ctx(), _oom(48.0), "correctness")
+        fault(ctx, _oom(48.0), "correctness")
     assert e.value.status == "runtime_error"
+    assert "held 48.0 GiB" in ctx.verdict.error and "must not keep large allocations" in ctx.verdict.error
 
 
 def test_a_worker_within_the_harness_part_is_the_verifiers():
