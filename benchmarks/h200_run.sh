@@ -33,7 +33,7 @@
 #   rule's lock fix, predicted under 1 s where it took 7-24 s; where the 17 untimed seconds of a same-8 verdict go, now
 #   that `worker_stop`, `release` and the fork server's start are timed, and the second round: a long-lived verifier's
 #   rate), then STEPS=throughput THR_PHASES=cold WORKERS=12 THR_ORDER=.kb/rest.txt
-#   (the 27 golden candidates the shrunk run did not reach, one id glob per line) and STEPS=corpus
+#   (the 27 golden candidates the shrunk run did not reach, docs/benchmarks.md lists them; one id glob per line) and STEPS=corpus
 #   CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (the hoarding rule, and the CPU-backend candidates at full size)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
