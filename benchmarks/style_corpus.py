@@ -71,13 +71,13 @@ def main() -> int:
     backends = set((args.backends or ("cpu,triton,cuda" if gpu else "cpu,triton")).split(","))
     small = args.small or not (args.full_size or gpu)
     labels = json.loads((CORPUS / "labels.json").read_text())
+    if gpu:  # the label of what the GPU's compiler makes of it
+        labels = {n: {**lab, "label": lab.get("gpu_label", lab["label"]), "reason": lab.get("gpu_reason", lab["reason"])}
+                  for n, lab in labels.items()}
     globs = [g for g in args.only.split(",") if g]
     chosen = {n: lab for n, lab in sorted(labels.items()) if lab["backend"] in backends
               and (not globs or any(fnmatch.fnmatch(n, g) for g in globs))
-              and (args.label is None or lab.get("gpu_label" if gpu else "label", lab["label"]) == args.label)}
-    if gpu:  # the label of what the GPU's compiler makes of it
-        chosen = {n: {**lab, "label": lab.get("gpu_label", lab["label"]), "reason": lab.get("gpu_reason", lab["reason"])}
-                  for n, lab in chosen.items()}
+              and (args.label is None or lab["label"] == args.label)}
     for n in [n for n in chosen if chosen[n].get("gpu_only") and not gpu]:
         print(f"{n:40s} skipped without a GPU: {chosen.pop(n)['gpu_only']}")
     work = Path(tempfile.mkdtemp(prefix="style-corpus-"))

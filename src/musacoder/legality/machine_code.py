@@ -173,7 +173,7 @@ def library_clock_reads(path: Path, cuobjdump: str | None = None, objdump: str |
                         seconds: dict[str, float] | None = None) -> list[str]:
     """A message for each kernel (GPU) and function (CPU) of the library at `path` that reads a clock (and one if the
     library is too large to read in `READ_TIMEOUT_S`). Raises `ToolMissing` where a tool is missing and `OSError`
-    where one fails (neither is the candidate's), after reading what it could. `seconds`, when given, receives the
+    where one fails (neither is the candidate's), after reading what it could. `seconds`, when given, accumulates the
     time spent on the CPU code (`cpu_code`) and the GPU code (`gpu_code`)."""
     import time
 
@@ -187,7 +187,7 @@ def library_clock_reads(path: Path, cuobjdump: str | None = None, objdump: str |
         try:
             out.extend(_messages(path, reads(str(path), st.st_mtime_ns, st.st_size, tool), what, clock))
         finally:
-            seconds[part] = time.monotonic() - t0
+            seconds[part] = seconds.get(part, 0.0) + time.monotonic() - t0
 
     objdump = objdump or shutil.which("objdump")
     try:

@@ -102,13 +102,10 @@ def _judge(lib: Path, cfg, glue, baselines: list, remember: bool, seconds: dict[
     t0 = time.monotonic()
     violations = binary.library_violations(lib, cfg.allow_vendor_libs, glue=glue, **given)
     add("rule", t0)
-    parts: dict[str, float] = {}
     try:
-        clock: list[str] | str = library_clock_reads(lib, seconds=parts)
+        clock: list[str] | str = library_clock_reads(lib, seconds=seconds)
     except (ToolMissing, OSError, subprocess.SubprocessError) as e:
         clock = str(e) or type(e).__name__
-    for part, s in parts.items():
-        seconds[part] = seconds.get(part, 0.0) + s
     # kept only when complete: the machine code read, the glue baseline (where it was needed) there
     if key is not None and isinstance(clock, list) and len([b for b in baselines if b.error]) == errors_before:
         judgements.keep_judgement(cfg.cache_dir, key, {"violations": violations, "clock_reads": clock})
