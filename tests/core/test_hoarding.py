@@ -15,8 +15,8 @@ from musacoder.records import Verdict
 RELU_FULL = Footprint(inputs=6 * GiB, outputs=6 * GiB, weights=0)
 
 
-def _ctx():
-    return SimpleNamespace(verdict=Verdict(status="incorrect"), device="cuda:0", alone=True, fp=RELU_FULL)
+def _ctx(alone: bool = True):
+    return SimpleNamespace(verdict=Verdict(status="incorrect"), device="cuda:0", alone=alone, fp=RELU_FULL)
 
 
 def _oom(held_gib: float) -> Fault:
@@ -37,3 +37,9 @@ def test_a_worker_within_the_harness_part_is_the_verifiers():
     held = (RELU_FULL.harness + RELU_FULL.inputs + RELU_FULL.outputs) / GiB  # at the bound: not beyond it
     with pytest.raises(RetryAlone):
         fault(_ctx(), _oom(held), "correctness")
+
+
+def test_while_sharing_the_device_the_same_worker_is_retried_alone_first():
+    """Other verifications' memory may be why it ran out: not the candidate's fault until it happens alone."""
+    with pytest.raises(RetryAlone):
+        fault(_ctx(alone=False), _oom(48.0), "correctness")

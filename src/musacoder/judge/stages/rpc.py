@@ -18,9 +18,11 @@ from musacoder.judge.slots import GiB
 from musacoder.judge.stages.context import RetryAlone, RunContext, Stop
 
 # A worker that ran out of memory in harness code (the candidate's call had returned, its temporaries with it) while
-# holding more than the harness's own part (`Footprint.harness`) plus one input set, one output and this much was
-# hoarding memory of its own: the candidate's fault, not the verifier's. (Against the whole worker estimate, whose
-# room for a call's temporaries is 4x the task's data, a 6 GB task's hoarder could never reach it on an 80 GB GPU.)
+# holding more than the harness's own part (`Footprint.harness`) plus one input set, one output and this much, with
+# the device to itself, was hoarding memory of its own: the candidate's fault, not the verifier's. (Against the whole
+# worker estimate, whose room for a call's temporaries is 4x the task's data, a 6 GB task's hoarder could never reach
+# it on an 80 GB GPU.) While other verifications share the device their memory may be why it ran out, so there the
+# bound is the whole estimate and anything less is retried alone, where the tighter bound applies.
 HOARD_SLACK = 2 * GiB
 
 
@@ -81,9 +83,10 @@ def fault(ctx: RunContext, got: Fault, stage: str) -> None:
         raise Stop("compile_error")
     if got.oom:
         held, fp = got.mem_allocated, ctx.fp
-        if fp is not None and held > fp.harness + fp.inputs + fp.outputs + HOARD_SLACK:
+        own = (fp.harness if ctx.alone else fp.worker) if fp is not None else None
+        if own is not None and held > own + fp.inputs + fp.outputs + HOARD_SLACK:
             v.error = (f"the candidate's worker held {held / GiB:.1f} GiB of device memory when the verifier needed "
-                       f"more in it (the verifier's own part is ~{fp.harness / GiB:.1f} GiB): forward must not keep "
+                       f"more in it (the verifier's own part is ~{own / GiB:.1f} GiB): forward must not keep "
                        f"large allocations alive\n{got.error[-1500:]}")
             raise Stop("runtime_error")
         raise RetryAlone(f"the verifier ran out of device memory in the worker ({got.where}; "
