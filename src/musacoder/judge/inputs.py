@@ -87,21 +87,22 @@ def make_init_inputs(module, seed: int) -> list:
         return list(module.get_init_inputs())
 
 
+def map_tensors(fn, obj):
+    """`obj` with `fn` applied to every tensor in it, through nested lists and tuples (their types kept)."""
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(map_tensors(fn, x) for x in obj)
+    return obj
+
+
 def to_device(obj, device: str):
     """Clone every tensor onto `device` (the candidate always gets its own copies)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to(device=device, copy=True)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(to_device(x, device) for x in obj)
-    return obj
+    return map_tensors(lambda t: t.detach().to(device=device, copy=True), obj)
 
 
 def to_cpu(obj):
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(to_cpu(x) for x in obj)
-    return obj
+    return map_tensors(lambda t: t.detach().to("cpu", copy=True), obj)
 
 
 def output_spec(obj):

@@ -269,38 +269,35 @@ def _to_host(out):
     keeps the freed page-locked blocks for the next copy of the same size. Pageable where pinning fails."""
     import torch
 
-    if isinstance(out, torch.Tensor):
-        if out.is_cuda:
+    from musacoder.judge.inputs import map_tensors
+
+    def one(t):
+        if t.is_cuda:
             try:
-                host = torch.empty_like(out, device="cpu", pin_memory=True)  # its strides kept
-                host.copy_(out.detach())
+                host = torch.empty_like(t, device="cpu", pin_memory=True)  # its strides kept
+                host.copy_(t.detach())
                 return host
             except RuntimeError:  # no page-locked memory to be had: the pageable copy below
                 pass
-        return out.detach().to("cpu", copy=True)
-    if isinstance(out, (list, tuple)):
-        return type(out)(_to_host(x) for x in out)
-    return out
+        return t.detach().to("cpu", copy=True)
+
+    return map_tensors(one, out)
 
 
 def _to_device(out, device: str):
     """Large host tensors of `out` back on `device` (for a CUDA IPC export); everything else as it is."""
-    import torch
+    from musacoder.judge.inputs import map_tensors
 
-    if isinstance(out, torch.Tensor) and not out.is_cuda and device.startswith("cuda") \
-            and out.numel() * out.element_size() >= (64 << 20):
-        return out.to(device)
-    if isinstance(out, (list, tuple)):
-        return type(out)(_to_device(x, device) for x in out)
-    return out
+    def one(t):
+        big = t.numel() * t.element_size() >= (64 << 20)
+        return t.to(device) if not t.is_cuda and device.startswith("cuda") and big else t
+
+    return map_tensors(one, out)
 
 
 def _clone(out):
     """A copy on the same device, so a candidate that reuses one output buffer cannot change a kept output later."""
-    import torch
+    from musacoder.judge.inputs import map_tensors
 
-    if isinstance(out, torch.Tensor):
-        return out.detach().clone()
-    if isinstance(out, (list, tuple)):
-        return type(out)(_clone(x) for x in out)
-    return out
+    return map_tensors(lambda t: t.detach().clone(), out)
+
