@@ -221,7 +221,7 @@ if has same8; then  # issue 38 (d): one honest candidate verified 8 times in one
         --only "$t" --tasks 1 --copies 8 --identical --workers ${SAME8_WORKERS:-8} --verify share_reference=$share \
         ${SAME8_ROUNDS:+--rounds $SAME8_ROUNDS} \
         --json "/tmp/same8_${tag}_$share.json" > "/tmp/same8_${tag}_$share.log" 2>&1
-      echo "same8 $t share_reference=$share"; tail -1 "/tmp/same8_${tag}_$share.log"
+      echo "same8 $t share_reference=$share"; grep -E "^[|] [0-9]|stage medians" "/tmp/same8_${tag}_$share.log"
     done
   done
   tar czf "$OUT/same8.tgz" -C /tmp $(cd /tmp && ls same8_*) 2>/dev/null

@@ -123,6 +123,7 @@ def main() -> None:
               f"{summary['exclusive_s_median']}, {summary['exclusive_s_p90']} | {summary['wall_s_median']} | "
               f"{summary['untimed_s_median']} | {summary['reference_reused']} | {summary['speedup_spread_max']} | {summary['statuses']} |",
               flush=True)
+        print("  stage medians (s): " + ", ".join(f"{k} {x}" for k, x in summary["stage_s_median"].items()), flush=True)
         if args.json:  # after every round: a cut run keeps what it measured
             last = rounds[-1]
             args.json.write_text(json.dumps({"summary": last["summary"], "rows": last["rows"], "rounds": rounds},
@@ -136,8 +137,8 @@ def run_round(jobs: list, args, cfg) -> tuple[dict, list[dict]]:
     t0, rows = time.monotonic(), []
     for job, v in verify_many(jobs, workers=args.workers, config=cfg):
         excl = sum(v.stage_s.get(s, 0.0) for s in EXCLUSIVE_STAGES)
-        # the wall no stage timed (`worker.*` and `binary.*` are parts of stages, not stages)
-        untimed = v.wall_s - sum(x for k, x in v.stage_s.items() if not k.startswith(("worker.", "binary.")))
+        # the wall no stage timed (dotted names, `worker.*`, `binary.*`, `correctness.*`, are parts of stages)
+        untimed = v.wall_s - sum(x for k, x in v.stage_s.items() if "." not in k)
         rows.append({"untimed_s": round(untimed, 3), "id": job.id, "task": job.id.split("#")[0], "status": v.status, "speedup": v.speedup,
                      "reward": v.reward, "wall_s": v.wall_s, "exclusive_s": excl, "done_s": time.monotonic() - t0,
                      "reference_reused": getattr(v, "reference_reused", None), "stage_s": v.stage_s,
@@ -162,12 +163,24 @@ def run_round(jobs: list, args, cfg) -> tuple[dict, list[dict]]:
         "wall_s_median": round(statistics.median(walls), 2) if walls else None,
         "untimed_s_median": round(statistics.median(r["untimed_s"] for r in rows), 2) if rows else None,
         "reference_reused": sum(1 for r in rows if r["reference_reused"]),
+        "stage_s_median": stage_medians(rows),
         "statuses": statuses, "speedup_spread": {k: round(s, 4) for k, s in spreads.items()},
         "speedup_spread_max": round(max(spreads.values()), 4) if spreads else None,
         "workers": args.workers, "copies": args.copies, "identical": args.identical, "backend": args.backend,
         "max_input_mb": args.max_input_mb or None,
     }
     return summary, rows
+
+
+def stage_medians(rows: list[dict]) -> dict[str, float]:
+    """Where a verdict's wall goes: the median of each `stage_s` entry over the verdicts that have it (absent counts
+    as 0), the untimed remainder last; entries under 5 ms everywhere left out."""
+    keys = list(dict.fromkeys(k for r in rows for k in r["stage_s"]))
+    out = {k: round(statistics.median(r["stage_s"].get(k, 0.0) for r in rows), 3) for k in keys}
+    out = {k: x for k, x in out.items() if x >= 0.005 or any(r["stage_s"].get(k, 0.0) >= 0.005 for r in rows)}
+    if rows:
+        out["untimed"] = round(statistics.median(r["untimed_s"] for r in rows), 3)
+    return out
 
 
 if __name__ == "__main__":

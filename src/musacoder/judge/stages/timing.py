@@ -156,16 +156,21 @@ def _recheck(ctx: RunContext, master_t: int, perturb: str | None,
     v, module, ref_model = ctx.verdict, ctx.module, ctx.correctness.ref_model
     rounds = sorted(list(rep.audits.items()) + list(rep.checks.items()), key=lambda rc: rc[0])
     for r, audit in rounds:
-        taken = rpc.ask(ctx, TakeOutputsRequest(ipc=ctx.ipc, rounds=[r]), ctx.cfg.timeout_s, OutputsReply, "timing")
-        outputs = rpc.received(ctx, taken.outputs)
+        with ctx.part("recheck.outputs"):
+            taken = rpc.ask(ctx, TakeOutputsRequest(ipc=ctx.ipc, rounds=[r]), ctx.cfg.timeout_s, OutputsReply,
+                            "timing")
+            outputs = rpc.received(ctx, taken.outputs)
         if not isinstance(outputs, dict):
             v.stages["timing"] = "error"
             v.error = "the candidate's worker returned the kept outputs in a malformed reply"
             raise Stop("crashed")
-        _, ref_out, precision = reference_case(ctx, module, ref_model, seed_for(master_t, r), perturb, fallback=False)
-        t = judge_trial(ctx, r, ref_out, outputs.pop(r, None), audit.report, precision, "timed")
-        del ref_out, precision, outputs
-        give_back_cached(ctx.device, ctx.large)
+        with ctx.part("recheck.reference"):
+            _, ref_out, precision = reference_case(ctx, module, ref_model, seed_for(master_t, r), perturb,
+                                                   fallback=False)
+        with ctx.part("recheck.compare"):
+            t = judge_trial(ctx, r, ref_out, outputs.pop(r, None), audit.report, precision, "timed")
+            del ref_out, precision, outputs
+            give_back_cached(ctx.device, ctx.large)
         if not t.passed:
             t.message = f"re-check after timing (round {r}): {t.message}"
             v.trials.append(t)
