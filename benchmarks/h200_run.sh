@@ -45,7 +45,7 @@
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests throughput baseline"}  # also: same8 rlload corpus snapshot doctor smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost service musa rft anchor
+STEPS=${STEPS:-"tests throughput baseline"}  # also: same8 faults rlload corpus snapshot doctor smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost service musa rft anchor
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
@@ -225,6 +225,13 @@ if has same8; then  # issue 38 (d): one honest candidate verified 8 times in one
     done
   done
   tar czf "$OUT/same8.tgz" -C /tmp $(cd /tmp && ls same8_*) 2>/dev/null
+fi
+if has faults; then  # issue 38: a crashing, a hanging and an out-of-memory candidate in flight among goldens; how much
+  # later the honest verdicts come than in batches of their own (FAULT_MB: shrink the goldens)
+  timeout ${T_FAULT:-400} python3 benchmarks/fault_batch.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
+    --goldens ${FAULT_GOLDENS:-12} --only "${FAULT_ONLY:-}" --workers ${FAULT_WORKERS:-8} --max-input-mb ${FAULT_MB:-0} \
+    --phases ${FAULT_PHASES:-clean,faults,clean} --json "$OUT/fault_batch.json" > "$OUT/fault_batch.log" 2>&1
+  tail -7 "$OUT/fault_batch.log"
 fi
 if has rlload; then  # issue 38 (b): 16 tasks x 8 candidates (golden + 7 variants), full sizes, tasks in order
   timeout ${T_RL8:-400} python3 benchmarks/rl_load.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
