@@ -41,3 +41,20 @@ def test_a_time_reply_needs_its_timings_and_typed_rounds():
         parse({"ok": True, "candidate_ms": "fast", "reference_ms": [0.2], "audits": {}}, TimeReply)
     with pytest.raises(MalformedReply):
         parse({"ok": True, "candidate_ms": [0.1], "reference_ms": [0.2], "audits": {"r": {}}}, TimeReply)
+
+
+def test_the_workers_own_trial_timings_are_kept_only_where_plausible():
+    """`CallReport.harness_s` is written by the candidate's process: known parts with finite seconds within the
+    verification's limit are added up in `stage_s` as `trial.<part>`; anything else is left out (never judged)."""
+    from musacoder.config import VerifyConfig
+    from musacoder.judge.stages.context import RunContext
+    from musacoder.judge.stages.correctness import add_harness_parts
+    from musacoder.records import Task
+
+    ctx = RunContext.new(Task(name="t", source=""), "", "cpu", VerifyConfig(timeout_s=60.0))
+    add_harness_parts(ctx, CallReport(harness_s={"call": 0.25, "guard": 0.5}))
+    add_harness_parts(ctx, CallReport(harness_s={"call": 0.25, "guard": float("nan"), "inputs": -1.0,
+                                                 "reply": 1e9, "steal": 3.0}))
+    assert ctx.verdict.stage_s == {"trial.call": 0.5, "trial.guard": 0.5}
+    with pytest.raises(MalformedReply):
+        parse({"ok": True, "report": {"harness_s": {"call": "slow"}}}, TrialReply)

@@ -232,6 +232,14 @@ class CallReport(Reply):
     output_type_error: str | None = None
     input_mutation: str | None = None
     device_clocks: list[str] = []  # Triton kernels compiled so far that read a GPU clock
+    # the worker's own seconds for the parts of a trial (`HARNESS_PARTS`): diagnostics for `stage_s`, never judged
+    harness_s: dict[str, float] = {}
+
+
+# the parts of a trial the worker times itself (`CallReport.harness_s`, kept in `Verdict.stage_s` as `trial.<part>`):
+# making the inputs, poisoning the allocator, the profiled call, reading the profiler's events, the global-state check
+# (`HarnessGuard.changes`), the input-mutation check, the outputs' reply
+HARNESS_PARTS = ("inputs", "poison", "call", "events", "guard", "mutation_check", "reply")
 
 
 class LoadReply(Reply):

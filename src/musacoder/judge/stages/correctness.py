@@ -18,7 +18,7 @@ from musacoder.judge.compare import (Precision, Yardstick, compare_outputs, floa
                                      round_mantissa, round_mantissa_, task_audit)
 from musacoder.judge.inputs import (make_init_inputs, make_inputs, nbytes, output_spec, seed_for, seeded, to_cpu,
                                     to_device)
-from musacoder.judge.messages import CallReport, InitReply, InitRequest, TrialReply, TrialRequest
+from musacoder.judge.messages import HARNESS_PARTS, CallReport, InitReply, InitRequest, TrialReply, TrialRequest
 from musacoder.judge.sandbox import Sandbox
 from musacoder.judge.slots import give_back_cached, is_oom
 from musacoder.judge.stages import rpc
@@ -98,6 +98,7 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
             ctx.expect = expect  # the timing rounds' outputs are held to it too (`output_problem`)
             got.illegal += memory_violations_of(ctx, init.device_mem_peak)
             v.flags += task_audit(ref_out)
+        add_harness_parts(ctx, reply.report)
         got.illegal += call_violations(ctx, reply.report, i)
         got.launches += reply.report.launches
         kind = "shape" if label else (perturb or "task")
@@ -106,6 +107,17 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
             del outputs, ref_out, precision
             give_back_cached(ctx.device, ctx.large)
     return got
+
+
+def add_harness_parts(ctx: RunContext, report: CallReport) -> None:
+    """The worker's own seconds for the parts of a trial, added up in `stage_s` as `trial.<part>` (where a
+    correctness trial's time goes inside the worker; a diagnostic the candidate's process writes, so only the known
+    parts, as finite seconds within the stage's own length, and never judged)."""
+    stage_s = ctx.verdict.stage_s
+    for part in HARNESS_PARTS:
+        x = report.harness_s.get(part)
+        if isinstance(x, (int, float)) and 0.0 <= x <= ctx.cfg.timeout_s:
+            stage_s[f"trial.{part}"] = round(stage_s.get(f"trial.{part}", 0.0) + float(x), 4)
 
 
 def _input_bytes(ctx: RunContext, module, seed: int, ref_out) -> int:

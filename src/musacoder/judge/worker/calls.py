@@ -4,6 +4,8 @@ any candidate code)."""
 
 from __future__ import annotations
 
+import time
+
 from musacoder.judge import messages
 from musacoder.judge.worker.errors import CandidateError, candidate_error
 
@@ -59,15 +61,21 @@ def handle_trial(worker, req: messages.TrialRequest) -> dict:
     """One candidate call on inputs made here from the trial's seed, the allocator poisoned first."""
     from musacoder.judge.inputs import make_inputs
 
+    t0 = time.perf_counter()
     inputs = make_inputs(worker.task_module, req.seed, perturb=req.perturb, device=worker.device)
+    t1 = time.perf_counter()
     worker.poison_allocator(inputs)
+    t2 = time.perf_counter()
     try:
         out, report = worker.forward(inputs, profile=req.profile, seed=req.seed, perturb=req.perturb,
                                      expect=req.expect)
     except CandidateError as e:
         return candidate_error(e.error, "forward")
     del inputs
-    return {"ok": True, "outputs": worker.outputs_reply(out, req.ipc), "report": report}
+    t3 = time.perf_counter()
+    outputs = worker.outputs_reply(out, req.ipc)
+    report.setdefault("harness_s", {}).update(inputs=t1 - t0, poison=t2 - t1, reply=time.perf_counter() - t3)
+    return {"ok": True, "outputs": outputs, "report": report}
 
 
 def handle_resend(worker, req: messages.ResendRequest) -> dict:

@@ -147,14 +147,19 @@ class Worker:
         self.sync()
         py_threads, threads = thread_count(), native_threads()
         launches0 = self.launches()
+        t0 = time.perf_counter()
         with self.torch.no_grad():
             if profile:
                 out, report = self._profiled_call(args)
             else:
                 out, report = guarded(self.call_candidate, args), {}
+        parts = report.setdefault("harness_s", {})
+        parts["call"] = time.perf_counter() - t0 - parts.get("events", 0.0)
         report["launches"] = self.launches() - launches0
         report["device_mem_peak"] = self.device_mem_peak()
+        t1 = time.perf_counter()
         report["global_state"] = self.guard.changes()
+        parts["guard"] = time.perf_counter() - t1
         report["py_threads_added"] = thread_count() - py_threads
         report["native_threads_added"] = native_threads() - threads
         report["device_clocks"] = sorted(self.device_clocks)
@@ -163,9 +168,11 @@ class Worker:
             report["output_type_error"] = bad
             out = None
         if seed is not None:  # inputs must be bit-identical to a fresh copy after the call
+            t1 = time.perf_counter()
             pristine = make_inputs(self.task_module, seed, perturb=perturb, device=self.device)
             report["input_mutation"] = input_mutation(pristine, args)
             del pristine
+            parts["mutation_check"] = time.perf_counter() - t1
         return out, report
 
     def _profiled_call(self, args):
@@ -187,10 +194,11 @@ class Worker:
                     out = guarded(self.call_candidate, args)
         finally:
             self.record.profiling = False
+        t0 = time.perf_counter()
         rt = analyse_events(prof.events())
         return out, {"illegal_ops": rt.illegal_ops, "ops": sorted(set(rt.all_ops)),
                      "device_kernels": sorted(set(rt.device_kernels)), "device_time_ms": rt.device_time_ms,
-                     "python_op_counts": rt.python_op_counts}
+                     "python_op_counts": rt.python_op_counts, "harness_s": {"events": time.perf_counter() - t0}}
 
     def outputs_reply(self, out, ipc: bool):
         """Outputs as sent to the trusted side: large CUDA tensors as CUDA IPC exports when `ipc` (kept alive until
