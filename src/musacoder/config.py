@@ -77,6 +77,11 @@ class VerifyConfig(BaseModel):
         "may count (the speedup is the paired in-worker figure, capped at τ·clean / candidate). None: 1.0 on a GPU "
         "(the two figures agree there, so the lower counts) and 1.25 on the CPU backend, where the clean figure, taken "
         "at another moment of a busy host, moves more than a paired one.")
+    stored_reference_max_age_s: float | None = Field(
+        None, gt=0, description="Opt-in: reuse the clean reference's timing that an earlier run stored under "
+        "`cache_dir/baselines` for the same task key (source and sizes, device model, torch and CUDA versions, this "
+        "config), if at most this many seconds old. Written only by reference-only workers, never by a candidate's; "
+        "it can only lower a speedup (the clean figure is a cap). None: each run times it once per task.")
     share_reference: bool = Field(
         True, description="Reuse a task's reference work (the correctness trials' reference outputs and yardsticks, the "
         "clean reference's timing) across the candidates of that task verified in one batch, service or process "

@@ -42,3 +42,34 @@ def test_jobs_of_one_task_are_scheduled_together_in_first_seen_order():
     a, b = _jobs(2, "relu.py"), _jobs(2, "linear_gelu.py")
     order = [j.id for j in by_task([a[0], b[0], a[1], b[1]])]
     assert order == ["relu.py#0", "relu.py#1", "linear_gelu.py#0", "linear_gelu.py#1"]
+
+
+def test_a_stored_clean_reference_is_reused_by_a_later_run_only_when_opted_in_and_fresh(tmp_path):
+    """`stored_reference_max_age_s`: the clean reference's timing outlives the batch on disk; a later batch (a new
+    per-task cache, new secrets) takes it instead of starting a reference-only worker, and says so."""
+    import json
+
+    from musacoder.judge.baseline import stored_figure
+
+    cfg = CFG.model_copy(update={"cache_dir": tmp_path, "stored_reference_max_age_s": 3600.0})
+    first = [v for _, v in verify_many(_jobs(1), workers=1, config=cfg)][0]
+    assert first.status == "ok" and first.stage_s.get("clean_reference", 0) > 0
+    stored = list((tmp_path / "baselines").glob("stored-*.json"))
+    assert len(stored) == 1
+    second = [v for _, v in verify_many(_jobs(1), workers=1, config=cfg)][0]
+    assert second.status == "ok" and "clean_reference" not in second.stage_s
+    assert any("reused from a run" in f for f in second.flags)
+    assert second.ref_runtime_ms_clean == first.ref_runtime_ms_clean
+    # not opted in: timed again
+    off = [v for _, v in verify_many(_jobs(1), workers=1, config=CFG.model_copy(update={"cache_dir": tmp_path}))][0]
+    assert off.stage_s.get("clean_reference", 0) > 0
+    # too old, from the future, or not what was asked for: never taken
+    key = stored[0].name.removeprefix("stored-").removesuffix(".json")
+    count = len(json.loads(stored[0].read_text())["ms"])
+    assert stored_figure(tmp_path, key, count, 3600.0) is not None
+    assert stored_figure(tmp_path, key, count + 1, 3600.0) is None
+    data = json.loads(stored[0].read_text())
+    for bad in ({**data, "at": data["at"] - 7200}, {**data, "at": data["at"] + 7200},
+                {**data, "ms": [-1.0] * count}, {**data, "ms": "fast"}):
+        stored[0].write_text(json.dumps(bad))
+        assert stored_figure(tmp_path, key, count, 3600.0) is None

@@ -89,3 +89,20 @@ def test_python_api_import():
 
     v = verify(RELU, "not code at all")
     assert isinstance(v, Verdict) and v.status == "extract_error"
+
+
+def test_verify_batch_reuses_a_stored_reference_timing_only_when_asked(tmp_path):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"id": "good", "task": str(RELU), "candidate": str(LEGIT), "backend": "cpu",
+                                    "set": {"batch_size": 4}}) + "\n")
+    env = {**os.environ, "MUSACODER_CACHE_DIR": str(tmp_path / "cache")}
+    rows = []
+    for k, extra in enumerate(([], ["--reuse-stored-reference", "3600"], ["--reuse-stored-reference", "3600"])):
+        out = tmp_path / f"r{k}.jsonl"
+        p = run("verify-batch", str(manifest), "--out", str(out), "--workers", "1", *extra, env=env)
+        assert p.returncode == 0, p.stderr
+        rows.append(json.loads(out.read_text()))
+    assert all(r["status"] == "ok" for r in rows)
+    reused = [any("reused from a run" in f for f in r["flags"]) for r in rows]
+    assert reused == [False, False, True]  # not asked; asked, nothing stored yet (it stores); asked, stored
+    assert rows[2]["ref_runtime_ms_clean"] == rows[1]["ref_runtime_ms_clean"]

@@ -1,5 +1,6 @@
 """The baselines timed in a reference-only worker, where no candidate code ever ran: the eager reference once per
-verification (beside the figure the candidate's own worker takes), and the `torch.compile` baseline, cached."""
+task and batch (beside the figure each candidate's own worker takes; stored for later runs where opted in), and the
+`torch.compile` baseline, cached."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import statistics
 import threading
+import time
 from pathlib import Path
 
 import torch
@@ -77,9 +79,9 @@ def clean_reference_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dic
                        master_seed: int, input_sets: int, warmup: int, repeats: int, perturb: str | None = None,
                        hold=None) -> list[float]:
     """ms per call of the eager reference, `repeats` rounds after `warmup`, timed in a fresh reference-only worker on
-    the same rotating inputs the candidate's `time` request used (`master_seed`). Not cached: it is taken right
-    after the candidate's timing, on the same device in the same state, so the two figures differ only by where the
-    reference ran. `hold` as for `compile_baseline_ms`."""
+    inputs drawn as the candidate's `time` request drew them (`master_seed`), right after that candidate's timing on
+    the same device. The caller shares it with the task's other candidates (the per-task cache) and, opted in, with
+    later runs (`stored_figure`). `hold` as for `compile_baseline_ms`."""
     timed = TimeReferenceRequest(master_seed=master_seed, input_sets=input_sets, warmup=warmup, repeats=repeats,
                                  perturb=perturb)
     got = _reference_worker(task, device, cfg, state, init_inputs, seed, hold, None, timed,
@@ -87,6 +89,34 @@ def clean_reference_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dic
     if len(got) != repeats or not all(0 < x < float("inf") for x in got):
         raise BaselineError(f"the reference-only worker returned no {repeats} timed rounds")
     return [float(x) for x in got]
+
+
+def stored_figure(cache_dir: Path, key: str, count: int, max_age_s: float) -> tuple[list[float], float] | None:
+    """A figure an earlier run stored (`store_figure`) under `cache_dir/baselines/stored-<key>.json`: (`count` ms
+    values, its age in seconds), or None when there is none, it is older than `max_age_s`, dated in the future, or not
+    `count` positive finite numbers."""
+    path = Path(cache_dir) / "baselines" / f"stored-{key}.json"
+    try:
+        got = json.loads(path.read_text())
+        ms, at = [float(x) for x in got["ms"]], float(got["at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    age = time.time() - at
+    if len(ms) != count or not all(0 < x < float("inf") for x in ms) or not 0 <= age <= max_age_s:
+        return None
+    return ms, age
+
+
+def store_figure(cache_dir: Path, key: str, ms: list[float], about: dict) -> None:
+    """Keep a figure for later runs (`stored_figure`), written atomically; `about` says what it is (for a reader)."""
+    path = Path(cache_dir) / "baselines" / f"stored-{key}.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps({"ms": ms, "at": time.time(), **about}))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only cache: the next run measures again
 
 
 def _reference_worker(task: Task, device: str, cfg: VerifyConfig, state: dict, init_inputs: list, seed: int, hold,

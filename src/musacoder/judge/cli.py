@@ -137,6 +137,10 @@ def verify_batch_cmd(
     trials: int = typer.Option(5, "--trials"),
     no_timing: bool = typer.Option(False, "--no-timing"),
     require_sandbox: bool = typer.Option(False, "--require-sandbox", help=REQUIRE_SANDBOX_HELP),
+    reuse_reference: Optional[float] = typer.Option(
+        None, "--reuse-stored-reference", metavar="SECONDS", min=1e-9,
+        help="Opt-in: take each task's clean reference timing from an earlier run's store (under the build cache) "
+             "when at most SECONDS old, and store this run's for later ones."),
 ):
     """Verify a manifest of candidates with a pool of sandboxed workers."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -161,7 +165,8 @@ def verify_batch_cmd(
             counts[v.status] = counts.get(v.status, 0) + 1
             prog.update(bar, advance=1, description=" ".join(f"{k}:{n}" for k, n in sorted(counts.items())))
 
-        cfg = VerifyConfig(trials=trials, time_candidate=not no_timing, require_sandbox=require_sandbox)
+        cfg = VerifyConfig(trials=trials, time_candidate=not no_timing, require_sandbox=require_sandbox,
+                           stored_reference_max_age_s=reuse_reference)
         n = verify_batch(manifest, out, workers=workers, config=cfg, on_result=on_result)
     typer.echo(f"{n} new result(s), {already} already in {out}")
 

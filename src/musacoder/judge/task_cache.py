@@ -21,6 +21,7 @@ hand-out says whether it was reused, which the verdict reports (`reference_reuse
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 import time
@@ -47,6 +48,12 @@ class TaskKey:
     @staticmethod
     def of(source: str, device_model: str, runtime: str, inputs_policy: tuple) -> "TaskKey":
         return TaskKey(hashlib.sha256(source.encode()).hexdigest(), device_model, runtime, tuple(inputs_policy))
+
+    def digest(self, *name) -> str:
+        """A file name for this key and an entry `name` (strings and numbers): the key of a figure stored on disk."""
+        raw = json.dumps([self.source_sha256, self.device_model, self.runtime, list(self.inputs_policy),
+                          [str(x) for x in name]])
+        return hashlib.sha256(raw.encode()).hexdigest()
 
 
 def budget_from_env() -> int:

@@ -155,6 +155,15 @@ class RunContext:
         every candidate of the task until the cache rotates), so its reference work is computed once."""
         if self.cache is None:
             return
+        self.master_seed = self.cache.master_seed(self.task_key())
+        self.rng = random.Random(self.master_seed ^ 0xA5A5)
+
+    def task_key(self) -> TaskKey:
+        """Everything that can change the task's reference figures (`TaskKey`): its source with the sizes, the
+        backend and device model, the torch and CUDA versions and the verification config (less the fields that only
+        say where and how long). Computed once; the first call on a GPU starts this process's CUDA state."""
+        if self.cache_key is not None:
+            return self.cache_key
         from musacoder.judge.baseline import source_with_overrides
 
         cfg = self.cfg
@@ -163,11 +172,11 @@ class RunContext:
             else self.device_pool
         runtime = f"torch {torch.__version__} cuda {torch.version.cuda}"
         policy = tuple(sorted(cfg.model_dump(mode="json", exclude={"cache_dir", "keep_workdir", "timeout_s",
-                                                                   "build_timeout_s", "require_sandbox"}).items(),
+                                                                   "build_timeout_s", "require_sandbox",
+                                                                   "stored_reference_max_age_s"}).items(),
                               key=lambda kv: kv[0]))
         self.cache_key = TaskKey.of(source, f"{self.backend}:{model}", runtime, tuple(map(str, policy)))
-        self.master_seed = self.cache.master_seed(self.cache_key)
-        self.rng = random.Random(self.master_seed ^ 0xA5A5)
+        return self.cache_key
 
     def cached(self, name, compute, size=lambda _v: 0):
         """`compute()`, or the task's shared value of it (`TaskCache.get`). The verdict is `reference_reused` when

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 
-from musacoder.judge.baseline import BaselineError, clean_reference_ms, compile_baseline_ms
+from musacoder.judge.baseline import BaselineError, clean_reference_ms, compile_baseline_ms, store_figure, stored_figure
 from musacoder.judge.inputs import seed_for
 from musacoder.judge.messages import OutputsReply, TakeOutputsRequest, TimeReply, TimeRequest
 from musacoder.judge.sandbox import WorkerDied, WorkerStartFailed, WorkerTimeout
@@ -213,13 +213,27 @@ def clean_reference(ctx: RunContext) -> None:
     if not cfg.clean_reference or v.stages.get("timing") != "ok" or ref is None:
         return
     repeats = max(cfg.repeats, cfg.cap_repeats)
-    try:
-        ms = ctx.cached(("clean_reference", ctx.device, timed.input_sets, timed.perturb, cfg.warmup, repeats),
-                        lambda: clean_reference_ms(
+    name = ("clean_reference", ctx.device, timed.input_sets, timed.perturb, cfg.warmup, repeats)
+
+    def measure() -> tuple[list[float], float | None]:
+        """(ms, age in seconds of a stored figure, None when timed now)."""
+        if cfg.stored_reference_max_age_s and (got := stored_figure(cfg.cache_dir, ctx.task_key().digest(*name),
+                                                                    repeats, cfg.stored_reference_max_age_s)):
+            return got
+        ms = clean_reference_ms(
             ctx.task, ctx.device, cfg, state=w.state, init_inputs=w.init_inputs, seed=w.seed,
             master_seed=timed.master_seed, input_sets=timed.input_sets, warmup=cfg.warmup, repeats=repeats,
             perturb=timed.perturb,
-            hold=lambda slot: ctx.stage("clean_reference" if slot == "exclusive" else "clean_reference_start", slot)))
+            hold=lambda slot: ctx.stage("clean_reference" if slot == "exclusive" else "clean_reference_start", slot))
+        if cfg.stored_reference_max_age_s:
+            store_figure(cfg.cache_dir, ctx.task_key().digest(*name), ms, {"task": ctx.task.key, "entry": list(name)})
+        return ms, None
+
+    try:
+        ms, age = ctx.cached(name, measure)
+        if age is not None:
+            v.flags.append(f"the clean reference's timing was reused from a run {age / 60:.0f} min ago "
+                           "(stored_reference_max_age_s)")
     except (BaselineError, WorkerTimeout, WorkerDied, WorkerStartFailed) as e:
         v.flags.append(f"the reference was not re-timed in a clean worker ({str(e).splitlines()[0][:160]}); "
                        "the figure from the candidate's worker is used")
