@@ -335,3 +335,34 @@ def test_two_retries_alone_do_not_wait_for_each_other_forever():
         t.join(5)
     assert not any(t.is_alive() for t in threads)
     assert order[0][3:] == order[1][4:] and order[2][3:] == order[3][4:]  # one after the other, never overlapping
+
+
+def test_a_lease_holds_its_memory_until_its_workers_are_reaped():
+    """A verification returns once its worker is killed; the worker's reaping goes on in the background and the
+    lease's reservation (and pin) ends only when it is gone, so the next large verification is not admitted beside a
+    worker still giving its device memory back."""
+    from musacoder.judge.slots import lease
+
+    slots = DeviceSlots(cuda_count=1, memory={"cuda:0": 10})
+    gone = threading.Event()
+    with lease("cuda", 8, slots=slots) as held:
+        held.admit()
+        held.end_after(gone)
+    assert slots._reserved["cuda:0"] == 8  # the block ended, the worker is not yet gone
+    admitted = threading.Event()
+
+    def next_one():
+        with lease("cuda", 8, slots=slots) as nxt:
+            nxt.admit()
+            admitted.set()
+
+    t = threading.Thread(target=next_one)
+    t.start()
+    assert not admitted.wait(0.2)
+    gone.set()
+    assert admitted.wait(5)
+    t.join()
+    assert slots._reserved["cuda:0"] == 0
+    with lease("cuda", 8, slots=slots) as held:  # nothing pending: ends with the block
+        held.admit()
+    assert slots._reserved["cuda:0"] == 0

@@ -94,8 +94,11 @@ def test_what_the_candidate_raises_is_its_own_runtime_error_even_out_of_memory(t
 
 
 def test_memory_reservation_is_held_until_the_worker_is_gone(monkeypatch, tmp_path):
-    """The next verification may be admitted to the device only after this one's worker was killed: a worker of a
-    large task that is still tearing down holds its memory (admitting the next one earlier ran the GPU out)."""
+    """The next verification may be admitted to the device only after this one's worker is gone: a worker of a large
+    task that is still tearing down holds its memory (admitting the next one earlier ran the GPU out). The verdict
+    does not wait for the reaping; the reservation does."""
+    import time
+
     from musacoder.judge.sandbox import Sandbox
     from musacoder.judge.slots import DEVICE_SLOTS
 
@@ -103,19 +106,23 @@ def test_memory_reservation_is_held_until_the_worker_is_gone(monkeypatch, tmp_pa
 
     gc.collect()  # sandboxes earlier tests left to the collector close now, not under the spy
     seen = []
-    close = Sandbox.close
+    reap = Sandbox._reap
 
-    def spy(self):
-        seen.append(DEVICE_SLOTS._holding.get("cpu", 0))
-        close(self)
+    def spy(self, proc, cgroups):
+        time.sleep(0.3)  # a slow teardown, after the verdict
+        seen.append(DEVICE_SLOTS._holding.get("cpu", 0))  # not gone yet: the reservation is still held
+        reap(self, proc, cgroups)
 
-    monkeypatch.setattr(Sandbox, "close", spy)
+    monkeypatch.setattr(Sandbox, "_reap", spy)
     task = tmp_path / "t.py"
     task.write_text(TASK.replace("{fail}", "pass"))
     v = verify(task, RELU_CPU, backend="cpu", config=VerifyConfig(timeout_s=120, time_budget_s=0.2, repeats=3))
     assert v.status == "ok", v.error
-    assert seen and seen[0] == 1  # the worker closed while its reservation was still held
-    assert DEVICE_SLOTS._holding.get("cpu", 0) == 0
+    deadline = time.monotonic() + 20
+    while DEVICE_SLOTS._holding.get("cpu", 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert seen and seen[0] == 1  # the worker was reaped while its reservation was still held
+    assert DEVICE_SLOTS._holding.get("cpu", 0) == 0  # and the reservation ended once it was gone
 
 
 def test_a_candidates_exception_is_formatted_without_failing_the_harness():

@@ -50,6 +50,20 @@ def test_close_kills_the_whole_process_group(tmp_path):
     assert not workdir.exists()
 
 
+def test_a_worker_reaped_later_is_killed_at_once_and_gone_once_reaped(tmp_path):
+    """`reap_later`: the block ends with the worker killed (nothing of it runs on), its reaping and folder removal in
+    the background, and `gone` set when they are done."""
+    with Sandbox(tmp_path / "cache") as sb:
+        sb.reap_later = True
+        pid, workdir = sb.proc.pid, sb.workdir
+        assert not sb.gone.is_set()
+    assert sb.proc is None and sb.to_worker is None
+    assert sb.gone.wait(15)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+    assert not workdir.exists()
+
+
 def test_prestarted_workers_are_fresh_per_use_and_cleared(tmp_path):
     from musacoder.judge import sandbox
 

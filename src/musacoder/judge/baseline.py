@@ -39,7 +39,7 @@ TIMING_METHOD = 3  # part of the compile-baseline cache key: 3 = timed to the en
 
 
 def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dict, init_inputs: list, seed: int,
-                        mode: str | None = None, perturb: str | None = None, hold=None) -> float:
+                        mode: str | None = None, perturb: str | None = None, hold=None, reap=None) -> float:
     """Median ms of the `torch.compile`d reference, measured in a reference-only worker (no candidate code ever ran
     there, so no candidate can slow it down or poison the cache) and cached per task source and sizes, device model,
     torch version, dtype, compile mode and timing inputs' perturbation (`perturb`, as the candidate's timing used)
@@ -47,7 +47,8 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
 
     `hold(slot)` gives the device-slot context for each part: the worker's start, the compile and its warm-up run
     under `hold("shared")` (a first compile takes tens of seconds of host time), only the timing under
-    `hold("exclusive")`."""
+    `hold("exclusive")`. `reap(gone)`, where given, takes the worker's reaping to the background: it is called with
+    the event set once the killed worker is gone (`DeviceLease.end_after`)."""
     source = source_with_overrides(task)
     dtypes = sorted({str(t.dtype) for t in state.values()}) or ["float32"]
     key_src = json.dumps([source, _device_name(device), torch.__version__, dtypes, mode, cfg.warmup, cfg.repeats,
@@ -63,7 +64,7 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
                                       mode=mode, perturb=perturb)
     timed = TimeCompileRequest(warmup=cfg.warmup, repeats=cfg.repeats)
     rep = _reference_worker(task, device, cfg, state, init_inputs, seed, hold, prepare, timed, cfg.timeout_s,
-                            CompileTimesReply)
+                            CompileTimesReply, reap)
     if not rep.compile_ms:
         raise BaselineError("the reference-only worker returned no timed rounds of the compiled reference")
     median = statistics.median(rep.compile_ms)
@@ -77,15 +78,15 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
 
 def clean_reference_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dict, init_inputs: list, seed: int,
                        master_seed: int, input_sets: int, warmup: int, repeats: int, perturb: str | None = None,
-                       hold=None) -> list[float]:
+                       hold=None, reap=None) -> list[float]:
     """ms per call of the eager reference, `repeats` rounds after `warmup`, timed in a fresh reference-only worker on
     inputs drawn as the candidate's `time` request drew them (`master_seed`), right after that candidate's timing on
     the same device. The caller shares it with the task's other candidates (the per-task cache) and, opted in, with
-    later runs (`stored_figure`). `hold` as for `compile_baseline_ms`."""
+    later runs (`stored_figure`). `hold` and `reap` as for `compile_baseline_ms`."""
     timed = TimeReferenceRequest(master_seed=master_seed, input_sets=input_sets, warmup=warmup, repeats=repeats,
                                  perturb=perturb)
     got = _reference_worker(task, device, cfg, state, init_inputs, seed, hold, None, timed,
-                            cfg.timeout_s + cfg.time_budget_s * 2, ReferenceTimesReply).reference_ms
+                            cfg.timeout_s + cfg.time_budget_s * 2, ReferenceTimesReply, reap).reference_ms
     if len(got) != repeats or not all(0 < x < float("inf") for x in got):
         raise BaselineError(f"the reference-only worker returned no {repeats} timed rounds")
     return [float(x) for x in got]
@@ -120,12 +121,16 @@ def store_figure(cache_dir: Path, key: str, ms: list[float], about: dict) -> Non
 
 
 def _reference_worker(task: Task, device: str, cfg: VerifyConfig, state: dict, init_inputs: list, seed: int, hold,
-                      prepare: Request | None, timed: Request, timed_timeout_s: float, record: type[Reply]):
+                      prepare: Request | None, timed: Request, timed_timeout_s: float, record: type[Reply],
+                      reap=None):
     """Start a reference-only worker, load the task, build the reference with the verification's weights, run
     `prepare` (if any) with the device shared, then `timed` with it held exclusively; returns the timed reply as
     `record`. Raises `BaselineError` with the worker's error."""
     hold = hold or (lambda slot: contextlib.nullcontext())
     with Sandbox(cfg.cache_dir, keep_workdir=False) as sb:
+        if reap is not None:
+            sb.reap_later = True
+            reap(sb.gone)
         with hold("shared"):
             # no candidate code; on a MUSA device the worker still needs torch_musa and its timers ("musa")
             backend = "musa" if device.startswith("musa") else "cpu"

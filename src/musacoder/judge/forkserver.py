@@ -502,10 +502,20 @@ class ForkServerError(RuntimeError):
 def kill_group(proc) -> None:
     """SIGKILL the process group `proc` leads (it was started in a session of its own) and reap `proc` (a `Popen` or
     a `ForkedProcess`), waiting at most 10 s."""
+    os_kill_group(proc)
+    reap(proc)
+
+
+def os_kill_group(proc) -> None:
+    """SIGKILL the process group `proc` leads, without waiting for it."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def reap(proc) -> None:
+    """Wait (at most 10 s) for a killed `proc` to exit and collect its status."""
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from musacoder.build import broker
 from musacoder.judge import forkserver, isolation, messages
-from musacoder.judge.forkserver import ForkServerError, file_tail, kill_group
+from musacoder.judge.forkserver import ForkServerError, file_tail, kill_group, os_kill_group, reap
 
 # `musacoder.judge.protocol` (which imports torch) is imported where a worker is talked to, so that starting a fork
 # server (`start_fork_server`) does not wait for torch: the command line starts it before it imports torch itself.
@@ -322,6 +322,10 @@ class Sandbox:
         self.proc: subprocess.Popen | None = None
         self.ready_wait_s = 0.0  # seconds __enter__ waited for a ready worker
         self.stop_s = 0.0  # seconds close() took
+        # with `reap_later` set before the block ends, close() kills the worker and returns; its reaping (the exit,
+        # the cgroups emptied and removed, the folder) finishes in a thread of its own, and `gone` is set then
+        self.reap_later = False
+        self.gone = threading.Event()
         self.start_report: dict[str, float] = {}  # the worker's own start, part by part (seconds; it says so itself)
         self.layers: list[str] = []  # the isolation layers the worker entered (`musacoder.judge.isolation`)
         self._cgroups: list[str] = []
@@ -490,22 +494,27 @@ class Sandbox:
         self.close()
 
     def close(self) -> None:
-        """Kill the worker's process group, release its cgroups and close the pipes; the seconds it took (a GPU
-        worker's teardown included) in `stop_s`."""
+        """Kill the worker's process group, close the pipes, reap it and release its cgroups; the seconds it took in
+        `stop_s`. With `reap_later`, the reaping (a GPU worker's teardown: its context and device memory going back)
+        runs in a thread and `gone` is set when it is done; otherwise `gone` is set before this returns."""
         t0 = time.monotonic()
         try:
-            self._close()
+            proc, cgroups = self._kill()
+            if self.reap_later and proc is not None:
+                threading.Thread(target=self._reap, args=(proc, cgroups), name="musacoder-reaper").start()
+            else:
+                self._reap(proc, cgroups)
         finally:
             self.stop_s += time.monotonic() - t0
 
-    def _close(self) -> None:
-        if self.proc is not None:
-            kill_group(self.proc)
-            # the worker's PID namespace dies with it, but a thousand forked children take seconds to go: the verdict
-            # waits for them (the cgroup can only be removed once it is empty)
+    def _kill(self):
+        """SIGKILL to the worker's group and the pipes closed: after this nothing of it runs (it may still be
+        exiting); returns what reaping it needs."""
+        proc, cgroups = self.proc, list(self._cgroups)
+        if proc is not None:
+            os_kill_group(proc)
             if not self._said_ready:  # no candidate code ran in it, so the report is the worker's own
-                self._cgroups = list(isolation.read_report(self.workdir).get("cgroups") or [])
-            isolation.release_cgroups(self._cgroups)
+                cgroups = list(isolation.read_report(self.workdir).get("cgroups") or [])
             self.proc = None
         for fd in (getattr(self, "to_worker", None), getattr(self, "from_worker", None)):
             if fd is not None:
@@ -514,5 +523,16 @@ class Sandbox:
                 except OSError:
                     pass
         self.to_worker = self.from_worker = None
-        if not self.keep and getattr(self, "workdir", None):
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        return proc, cgroups
+
+    def _reap(self, proc, cgroups) -> None:
+        """Wait for the killed worker to exit, then release its cgroups (the kernel removes a cgroup only once every
+        task in it is gone: a thousand forked children take seconds) and remove its folder; sets `gone`."""
+        try:
+            if proc is not None:
+                reap(proc)
+                isolation.release_cgroups(cgroups)
+            if not self.keep and getattr(self, "workdir", None):
+                shutil.rmtree(self.workdir, ignore_errors=True)
+        finally:
+            self.gone.set()

@@ -328,6 +328,17 @@ class DeviceLease:
     alone: bool  # the whole device, no other verification beside it (a retry after running out of memory)
     slots: DeviceSlots
     _reservation: contextlib.ExitStack = field(repr=False)
+    pending: list = field(default_factory=list)  # events of workers still being reaped (`end_after`)
+
+    def end_after(self, gone: threading.Event) -> None:
+        """Hold the reservation and the pin past the `lease` block until `gone` is set: a killed worker still being
+        reaped holds its device memory until it is gone, while the verification has its verdict already."""
+        self.pending.append(gone)
+
+    def wait_gone(self) -> None:
+        """Wait until every worker of this lease is gone (before timing anything on the device without them)."""
+        for gone in self.pending:
+            gone.wait()
 
     def admit(self) -> float:
         """Take the memory reservation (waiting until the footprint fits beside the others'; with `alone`, the whole
@@ -347,10 +358,25 @@ class DeviceLease:
 @contextlib.contextmanager
 def lease(device: str, need: int, alone: bool = False, slots: DeviceSlots | None = None):
     """Pin one attempt to a concrete device of `device` (a pool name such as `cuda`, or one device) and yield its
-    `DeviceLease`; the reservation `admit` takes ends before the pin does, both when the block ends."""
+    `DeviceLease`; the reservation `admit` takes ends before the pin does, both when the block ends, or, where
+    workers of the lease are still being reaped (`DeviceLease.end_after`), once they are gone."""
     slots = slots or DEVICE_SLOTS
-    with slots.pin(device, need) as dev, contextlib.ExitStack() as reservation:
-        yield DeviceLease(dev, need, alone, slots, reservation)
+    stack = contextlib.ExitStack()
+    dev = stack.enter_context(slots.pin(device, need))
+    held = DeviceLease(dev, need, alone, slots, stack.enter_context(contextlib.ExitStack()))
+    try:
+        yield held
+    finally:
+        if any(not gone.is_set() for gone in held.pending):  # ends in a thread once its workers are gone
+            threading.Thread(target=_end_after, args=(stack, held.pending), name="musacoder-lease").start()
+        else:
+            stack.close()
+
+
+def _end_after(stack: contextlib.ExitStack, pending: list) -> None:
+    for gone in pending:
+        gone.wait()
+    stack.close()
 
 
 def trusted_need(fp: Footprint | None, cuda: bool) -> int:

@@ -37,8 +37,18 @@ def open_worker(ctx: RunContext, device: str, fresh: bool = False) -> Sandbox:
         env["TRITON_INTERPRET"] = "1"
     if device.startswith("cuda") and ":" in device:
         env["MUSACODER_PREWARM_DEVICE"] = device  # a worker started ahead makes its CUDA context while it waits
-    return Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb,
-                   isolate_network=cfg.isolate_network, use_prestarted=not fresh)
+    sb = Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb,
+                 isolate_network=cfg.isolate_network, use_prestarted=not fresh)
+    reap_within(ctx, sb)
+    return sb
+
+
+def reap_within(ctx: RunContext, sb: Sandbox) -> None:
+    """Once killed, `sb`'s worker is reaped in the background while the verification goes on; the attempt's lease
+    holds its device memory until it is gone (`DeviceLease.end_after`)."""
+    if ctx.lease is not None:
+        sb.reap_later = True
+        ctx.lease.end_after(sb.gone)
 
 
 def check_worker(ctx: RunContext, sb: Sandbox) -> None:

@@ -85,7 +85,7 @@ def time_candidate(ctx: RunContext) -> None:
         try:
             v.compile_runtime_ms = compile_baseline_ms(
                 ctx.task, ctx.device, cfg, state=w.state, init_inputs=w.init_inputs, seed=w.seed,
-                perturb=timing_perturb(cfg, ctx.center_ok),
+                perturb=timing_perturb(cfg, ctx.center_ok), reap=ctx.lease.end_after,
                 hold=lambda slot: ctx.stage("compile_baseline" if slot == "exclusive" else "compile_build", slot))
             v.speedup_vs_compile = v.compile_runtime_ms / cand.median_ms
         except (BaselineError, WorkerTimeout, WorkerDied, WorkerStartFailed) as e:
@@ -220,10 +220,12 @@ def clean_reference(ctx: RunContext) -> None:
         if cfg.stored_reference_max_age_s and (got := stored_figure(cfg.cache_dir, ctx.task_key().digest(*name),
                                                                     repeats, cfg.stored_reference_max_age_s)):
             return got
+        with ctx.stage("worker_stop"):  # the candidate's worker gone, its memory back, before the device is timed
+            ctx.lease.wait_gone()
         ms = clean_reference_ms(
             ctx.task, ctx.device, cfg, state=w.state, init_inputs=w.init_inputs, seed=w.seed,
             master_seed=timed.master_seed, input_sets=timed.input_sets, warmup=cfg.warmup, repeats=repeats,
-            perturb=timed.perturb,
+            perturb=timed.perturb, reap=ctx.lease.end_after,
             hold=lambda slot: ctx.stage("clean_reference" if slot == "exclusive" else "clean_reference_start", slot))
         if cfg.stored_reference_max_age_s:
             store_figure(cfg.cache_dir, ctx.task_key().digest(*name), ms, {"task": ctx.task.key, "entry": list(name)})
