@@ -16,9 +16,10 @@ from pathlib import Path
 import torch
 
 from musacoder.config import VerifyConfig
-from musacoder.judge.messages import (Ack, CompileReferenceRequest, CompileTimesReply, Fault, InitReply, InitRequest,
-                                      LoadReply, LoadRequest, MalformedReply, ReferenceTimesReply, Reply, Request,
-                                      TimeCompileRequest, TimeReferenceRequest, exchange)
+from musacoder.judge.messages import (L2_FLUSH_BYTES, Ack, CompileReferenceRequest, CompileTimesReply, Fault,
+                                      InitReply, InitRequest, LoadReply, LoadRequest, MalformedReply,
+                                      ReferenceTimesReply, Reply, Request, TimeCompileRequest, TimeReferenceRequest,
+                                      exchange)
 from musacoder.judge.sandbox import Sandbox
 from musacoder.records import Task
 
@@ -39,7 +40,8 @@ TIMING_METHOD = 3  # part of the compile-baseline cache key: 3 = timed to the en
 
 
 def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dict, init_inputs: list, seed: int,
-                        mode: str | None = None, perturb: str | None = None, hold=None, reap=None) -> float:
+                        mode: str | None = None, perturb: str | None = None, hold=None, reap=None,
+                        flush_bytes: int = L2_FLUSH_BYTES) -> float:
     """Median ms of the `torch.compile`d reference, measured in a reference-only worker (no candidate code ever ran
     there, so no candidate can slow it down or poison the cache) and cached per task source and sizes, device model,
     torch version, dtype, compile mode and timing inputs' perturbation (`perturb`, as the candidate's timing used)
@@ -48,11 +50,12 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
     `hold(slot)` gives the device-slot context for each part: the worker's start, the compile and its warm-up run
     under `hold("shared")` (a first compile takes tens of seconds of host time), only the timing under
     `hold("exclusive")`. `reap(gone)`, where given, takes the worker's reaping to the background: it is called with
-    the event set once the killed worker is gone (`DeviceLease.end_after`)."""
+    the event set once the killed worker is gone (`DeviceLease.end_after`). `flush_bytes`: the L2 flush before each
+    timed call, as the candidate's timing had it."""
     source = source_with_overrides(task)
     dtypes = sorted({str(t.dtype) for t in state.values()}) or ["float32"]
     key_src = json.dumps([source, _device_name(device), torch.__version__, dtypes, mode, cfg.warmup, cfg.repeats,
-                          TIMING_METHOD] + ([perturb] if perturb else []))
+                          TIMING_METHOD] + ([perturb] if perturb else []) + [flush_bytes])
     key = hashlib.sha256(key_src.encode()).hexdigest()
     path = Path(cfg.cache_dir) / "baselines" / f"{key}.json"
     if path.exists():
@@ -62,7 +65,7 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
             pass
     prepare = CompileReferenceRequest(master_seed=int.from_bytes(os.urandom(7), "little"), input_sets=cfg.input_sets,
                                       mode=mode, perturb=perturb)
-    timed = TimeCompileRequest(warmup=cfg.warmup, repeats=cfg.repeats)
+    timed = TimeCompileRequest(warmup=cfg.warmup, repeats=cfg.repeats, l2_flush_bytes=flush_bytes)
     rep = _reference_worker(task, device, cfg, state, init_inputs, seed, hold, prepare, timed, cfg.timeout_s,
                             CompileTimesReply, reap)
     if not rep.compile_ms:
@@ -78,13 +81,13 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
 
 def clean_reference_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dict, init_inputs: list, seed: int,
                        master_seed: int, input_sets: int, warmup: int, repeats: int, perturb: str | None = None,
-                       hold=None, reap=None) -> list[float]:
+                       hold=None, reap=None, flush_bytes: int = L2_FLUSH_BYTES) -> list[float]:
     """ms per call of the eager reference, `repeats` rounds after `warmup`, timed in a fresh reference-only worker on
     inputs drawn as the candidate's `time` request drew them (`master_seed`), right after that candidate's timing on
     the same device. The caller shares it with the task's other candidates (the per-task cache) and, opted in, with
-    later runs (`stored_figure`). `hold` and `reap` as for `compile_baseline_ms`."""
+    later runs (`stored_figure`). `hold`, `reap` and `flush_bytes` as for `compile_baseline_ms`."""
     timed = TimeReferenceRequest(master_seed=master_seed, input_sets=input_sets, warmup=warmup, repeats=repeats,
-                                 perturb=perturb)
+                                 perturb=perturb, l2_flush_bytes=flush_bytes)
     got = _reference_worker(task, device, cfg, state, init_inputs, seed, hold, None, timed,
                             cfg.timeout_s + cfg.time_budget_s * 2, ReferenceTimesReply, reap).reference_ms
     if len(got) != repeats or not all(0 < x < float("inf") for x in got):

@@ -125,6 +125,23 @@ def cuda_region(torch, fn, args, family: str = "cuda"):
     return Region(c.elapsed_time(start, end), c.elapsed_time(start, on_stream)), out
 
 
+# the L2 flush before each timed call writes this many times the device's L2 cache; it is skipped where the task's
+# inputs and outputs are `L2_DWARFED` times the L2 or more (a call then streams its data through the cache, and what
+# the previous call left there is a sliver of it)
+L2_FLUSH_FACTOR = 2
+L2_DWARFED = 16
+
+
+def l2_flush_bytes(l2_bytes: int | None, data_bytes: int | None, default: int = 256 << 20) -> int:
+    """Bytes of the flush before each timed call, for a device with an L2 cache of `l2_bytes` (None: unknown, then
+    `default`) and a task whose inputs and outputs take `data_bytes` (None: unknown): 0 where the data dwarf the L2."""
+    if not l2_bytes or l2_bytes <= 0:
+        return default
+    if data_bytes is not None and data_bytes >= L2_DWARFED * l2_bytes:
+        return 0
+    return L2_FLUSH_FACTOR * l2_bytes
+
+
 class Timer:
     """`timed(fn, args) -> (Region, out)` and `flush()` (evicts the L2 cache as `timed` does before each call) for
     one device: host clock on the CPU, `cuda_region` after an L2 flush on CUDA. Audit rounds call `flush` too, so
@@ -133,7 +150,9 @@ class Timer:
     def __init__(self, torch, device: str, l2_flush_bytes: int = 256 << 20):
         self.torch, self.family = torch, device_family(device)
         self.cuda = self.family is not None  # a GPU (CUDA or MUSA): device events, not the host clock
-        self.scratch = torch.empty(l2_flush_bytes, dtype=torch.uint8, device=device) if self.cuda else None
+        # no flush (0 bytes) where the task's data dwarf the L2 (`l2_flush_bytes`)
+        self.scratch = torch.empty(l2_flush_bytes, dtype=torch.uint8, device=device) \
+            if self.cuda and l2_flush_bytes > 0 else None
 
     def flush(self) -> None:
         if self.scratch is not None:

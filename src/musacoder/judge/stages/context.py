@@ -195,6 +195,19 @@ class RunContext:
         return is_large(self.fp)
 
     @property
+    def flush_bytes(self) -> int:
+        """The L2 flush before each timed call on this verification's device (`musacoder.judge.timing.l2_flush_bytes`):
+        sized from the GPU's L2 cache, none where the task's inputs and outputs dwarf it."""
+        from musacoder.judge.messages import L2_FLUSH_BYTES
+        from musacoder.judge.timing import l2_flush_bytes
+
+        l2 = None
+        if self.device.startswith("cuda") and torch.cuda.is_available():
+            l2 = getattr(torch.cuda.get_device_properties(torch.device(self.device)), "L2_cache_size", None)
+        data = self.fp.inputs + self.fp.outputs if self.fp is not None else None
+        return l2_flush_bytes(l2, data, L2_FLUSH_BYTES)
+
+    @property
     def compare_device(self) -> str:
         """Outputs are compared on the verification's GPU when it has one (within its slot), else on the CPU."""
         return self.device if self.device.startswith("cuda") and torch.cuda.is_available() else "cpu"

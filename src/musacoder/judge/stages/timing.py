@@ -85,7 +85,7 @@ def time_candidate(ctx: RunContext) -> None:
         try:
             v.compile_runtime_ms = compile_baseline_ms(
                 ctx.task, ctx.device, cfg, state=w.state, init_inputs=w.init_inputs, seed=w.seed,
-                perturb=timing_perturb(cfg, ctx.center_ok), reap=ctx.lease.end_after,
+                perturb=timing_perturb(cfg, ctx.center_ok), reap=ctx.lease.end_after, flush_bytes=ctx.flush_bytes,
                 hold=lambda slot: ctx.stage("compile_baseline" if slot == "exclusive" else "compile_build", slot))
             v.speedup_vs_compile = v.compile_runtime_ms / cand.median_ms
         except (BaselineError, WorkerTimeout, WorkerDied, WorkerStartFailed) as e:
@@ -109,7 +109,7 @@ def _time_once(ctx: RunContext) -> tuple[Timing, Timing, tuple[float, float]]:
         check_keep=cfg.rechecks, check_key=ctx.timing_rng.getrandbits(62),
         late_audit_from=pool[-1] + 1 if pool else cfg.warmup, late_audit_p=LATE_AUDIT_P,
         late_audit_max=cfg.rechecks, late_audit_key=ctx.timing_rng.getrandbits(62), host_hold_bytes=HOST_HOLD_BYTES,
-        expect=ctx.expect, cap_repeats=cfg.cap_repeats)
+        expect=ctx.expect, cap_repeats=cfg.cap_repeats, l2_flush_bytes=ctx.flush_bytes)
     with ctx.stage("timing", "exclusive"):  # nothing else on the device while timing
         # the loop ends at its budget at the latest, then one more audited round: a candidate call or two past it
         limit = ctx.call_limit(extra_s=cfg.time_budget_s * 2 + cfg.call_limit_factor * ctx.ref_forward_s)
@@ -213,7 +213,8 @@ def clean_reference(ctx: RunContext) -> None:
     if not cfg.clean_reference or v.stages.get("timing") != "ok" or ref is None:
         return
     repeats = max(cfg.repeats, cfg.cap_repeats)
-    name = ("clean_reference", ctx.device, timed.input_sets, timed.perturb, cfg.warmup, repeats)
+    flush = ctx.flush_bytes
+    name = ("clean_reference", ctx.device, timed.input_sets, timed.perturb, cfg.warmup, repeats, flush)
 
     def measure() -> tuple[list[float], float | None]:
         """(ms, age in seconds of a stored figure, None when timed now)."""
@@ -225,7 +226,7 @@ def clean_reference(ctx: RunContext) -> None:
         ms = clean_reference_ms(
             ctx.task, ctx.device, cfg, state=w.state, init_inputs=w.init_inputs, seed=w.seed,
             master_seed=timed.master_seed, input_sets=timed.input_sets, warmup=cfg.warmup, repeats=repeats,
-            perturb=timed.perturb, reap=ctx.lease.end_after,
+            perturb=timed.perturb, reap=ctx.lease.end_after, flush_bytes=flush,
             hold=lambda slot: ctx.stage("clean_reference" if slot == "exclusive" else "clean_reference_start", slot))
         if cfg.stored_reference_max_age_s:
             store_figure(cfg.cache_dir, ctx.task_key().digest(*name), ms, {"task": ctx.task.key, "entry": list(name)})
