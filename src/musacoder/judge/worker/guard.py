@@ -71,7 +71,7 @@ class HarnessGuard:
         before = self.state0
         if before is None:
             return []
-        now = global_state(self.torch)
+        now = global_state(self.torch, before.get("dispatcher"))
         out = [f"{k} changed from {before[k]} to {now[k]}" for k in before
                if now[k] != before[k] and k not in ("environment", "dispatcher", "allocators")]
         swapped = sorted(k for k, a in before.get("allocators", {}).items() if a and now.get("allocators", {}).get(k) != a)
@@ -84,7 +84,8 @@ class HarnessGuard:
             out.append(f"the code the harness runs in the worker was changed: {', '.join(patched[:5])} (PyTorch's "
                        "classes and functions, the verifier's own, the interpreter's hooks and mode stacks may not be "
                        "patched)")
-        redone = sorted(op for op, h in before.get("dispatcher", {}).items() if now.get("dispatcher", {}).get(op) != h)
+        redone = sorted(op for op, (_, h) in before.get("dispatcher", {}).items()
+                        if now.get("dispatcher", {}).get(op, (None, None))[1] != h)
         if redone:
             out.append(f"kernels registered with PyTorch's dispatcher for {', '.join(redone[:5])} (a registration "
                        "changes what that op does for every caller in the process, the harness and the reference "
@@ -96,12 +97,14 @@ class HarnessGuard:
         return out
 
 
-def global_state(torch) -> dict:
-    """Process-wide settings a candidate could change to slow the reference or alter its numerics."""
+def global_state(torch, dispatcher_before: dict | None = None) -> dict:
+    """Process-wide settings a candidate could change to slow the reference or alter its numerics
+    (`dispatcher_before`: an earlier reading's dispatcher digests, which spare the unchanged operators' filtering)."""
     return {"intra-op threads": torch.get_num_threads(), "inter-op threads": torch.get_num_interop_threads(),
             "default dtype": str(torch.get_default_dtype()), "grad mode": torch.is_grad_enabled(),
             "float32 matmul precision": torch.get_float32_matmul_precision(), **scheduling(),
-            "environment": _environment(), "dispatcher": _dispatcher(torch), "allocators": _allocators(torch)}
+            "environment": _environment(), "dispatcher": _dispatcher(torch, dispatcher_before),
+            "allocators": _allocators(torch)}
 
 
 # environment variables a candidate may set (for its own build, before load_inline); any other change can alter
@@ -117,9 +120,9 @@ _COMPUTE_KEYS = frozenset({
     "ADInplaceOrView", "BackendSelect", "AutocastCPU", "AutocastCUDA", "Undefined"})
 
 
-def _dispatcher(torch) -> dict[str, int]:
-    """Per operator, a digest of the kernels the dispatcher holds for the compute keys (each line names where its
-    kernel was registered): a candidate's `TORCH_LIBRARY_IMPL(aten, CPU, m)` replacing `detach` (so outputs were
+def _dispatcher(torch, before: dict | None = None) -> dict[str, tuple[int, int]]:
+    """Per operator, (a hash of its whole dump, a digest of the kernels the dispatcher holds for the compute keys; each
+    line names where its kernel was registered): a candidate's `TORCH_LIBRARY_IMPL(aten, CPU, m)` replacing `detach` (so outputs were
     computed only when the harness read them) shows as a change, however its registration was reached. Ops added
     later are not compared."""
     try:
@@ -128,9 +131,16 @@ def _dispatcher(torch) -> dict[str, int]:
     except AttributeError:  # a torch without these: the check is skipped, the binary and source rules remain
         return {}
     out = {}
+    before = before or {}
     for name in names:
-        lines = [line for line in dump(name).splitlines() if line.split(":", 1)[0] in _COMPUTE_KEYS]
-        out[name] = hash("\n".join(lines))
+        raw = dump(name)
+        whole = hash(raw)
+        known = before.get(name)
+        if known is not None and known[0] == whole:  # the same dump: the same digest, no need to filter it again
+            out[name] = known
+            continue
+        lines = [line for line in raw.splitlines() if line.split(":", 1)[0] in _COMPUTE_KEYS]
+        out[name] = (whole, hash("\n".join(lines)))
     return out
 
 
