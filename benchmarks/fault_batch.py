@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rl_load import task_pairs  # noqa: E402
-from throughput import shrink_overrides  # noqa: E402
+from throughput import shrink_overrides, verify_fields  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 FAULTS = {
@@ -109,14 +109,7 @@ def main() -> None:
     phases = [p for p in args.phases.split(",") if p]
     if bad := [p for p in phases if p not in ("clean", "faults")]:
         sys.exit(f"--phases takes clean and faults, got {bad}")
-    extra = {}
-    for kv in args.verify:
-        k, _, v = kv.partition("=")
-        try:
-            extra[k] = json.loads(v)
-        except ValueError:
-            extra[k] = v
-    cfg = VerifyConfig(**extra)
+    cfg = VerifyConfig(**verify_fields(args.verify, ap.error))
     jobs = honest_jobs(args)
     if not jobs:
         sys.exit("no honest verification: give --goldens with a KernelBench folder, or --honest")

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import shrink_overrides  # noqa: E402
+from throughput import shrink_overrides, verify_fields  # noqa: E402
 
 EXCLUSIVE_STAGES = ("timing", "clean_reference", "compile_baseline")
 
@@ -90,13 +90,7 @@ def main() -> None:
         pairs = task_pairs(args.kernelbench_dir, args.candidates, [g for g in args.only.split(",") if g], args.tasks)
     if not pairs:
         sys.exit(f"no candidate under {args.candidates} has a task under {args.kernelbench_dir} (--only {args.only!r})")
-    extra = {}
-    for kv in args.verify:
-        k, _, v = kv.partition("=")
-        try:
-            extra[k] = json.loads(v)
-        except ValueError:
-            extra[k] = v  # a plain string (timing_inputs=task)
+    extra = verify_fields(args.verify, ap.error)
     cfg = VerifyConfig(**({"cache_dir": args.cache} if args.cache else {}), **extra)
     jobs = []
     for tid, t, c in pairs:

@@ -187,6 +187,31 @@ def steady_rate(done_at: list[float], workers: int) -> float | None:
     return 60 * (len(done_at) - workers) / span if span > 0 else None
 
 
+def verify_fields(pairs: list[str], fail) -> dict:
+    """`--verify FIELD=VALUE` arguments as VerifyConfig fields with their types (pydantic reads "false", "3" … as the
+    field's type); `fail(message)` for a malformed pair, an unknown field or a bad value."""
+    verify_set = {}
+    for kv in pairs:
+        field, sep, value = kv.partition("=")
+        if not sep:
+            fail(f"--verify takes FIELD=VALUE, got {kv!r}")
+        verify_set[field.strip()] = value.strip()
+    if not verify_set:
+        return {}
+    from pydantic import ValidationError
+
+    from musacoder.config import VerifyConfig
+
+    unknown = sorted(set(verify_set) - set(VerifyConfig.model_fields))
+    if unknown:
+        fail(f"--verify: no VerifyConfig field {', '.join(unknown)} (see musacoder/config.py)")
+    try:
+        checked = VerifyConfig(**verify_set)
+    except ValidationError as e:
+        fail(f"--verify: {e}")
+    return {k: getattr(checked, k) for k in verify_set}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernelbench-dir", type=Path, default=Path(os.environ.get("KERNELBENCH_DIR", "../shared/kernelbench")))
@@ -207,25 +232,7 @@ def main() -> None:
     ap.add_argument("--verify", action="append", default=[], metavar="FIELD=VALUE",
                     help="a VerifyConfig field for every verification (repeatable), e.g. clean_reference=false")
     a = ap.parse_args()
-    verify_set = {}
-    for kv in a.verify:
-        field, sep, value = kv.partition("=")
-        if not sep:
-            ap.error(f"--verify takes FIELD=VALUE, got {kv!r}")
-        verify_set[field.strip()] = value.strip()
-    if verify_set:  # pydantic reads "false", "3" … as the field's type, and its message names a bad field
-        from pydantic import ValidationError
-
-        from musacoder.config import VerifyConfig
-
-        unknown = sorted(set(verify_set) - set(VerifyConfig.model_fields))
-        if unknown:
-            ap.error(f"--verify: no VerifyConfig field {', '.join(unknown)} (see musacoder/config.py)")
-        try:
-            checked = VerifyConfig(**verify_set)
-        except ValidationError as e:
-            ap.error(f"--verify: {e}")
-        verify_set = {k: getattr(checked, k) for k in verify_set}
+    verify_set = verify_fields(a.verify, ap.error)
     items = runnable_pairs(a.kernelbench_dir, a.candidates, a.max_input_mb, limit=a.limit)
     if a.only:
         import fnmatch
