@@ -71,12 +71,17 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
     if not rep.compile_ms:
         raise BaselineError("the reference-only worker returned no timed rounds of the compiled reference")
     median = statistics.median(rep.compile_ms)
+    _write_json(path, {"median_ms": median, "samples_ms": rep.compile_ms, "device": _device_name(device),
+                       "torch": torch.__version__, "dtypes": dtypes, "task": task.key})
+    return median
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    """Write `obj` to `path` atomically: concurrent writers never leave a torn file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps({"median_ms": median, "samples_ms": rep.compile_ms, "device": _device_name(device),
-                               "torch": torch.__version__, "dtypes": dtypes, "task": task.key}))
-    tmp.replace(path)  # atomic: concurrent writers never leave a torn file
-    return median
+    tmp.write_text(json.dumps(obj))
+    tmp.replace(path)
 
 
 def clean_reference_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dict, init_inputs: list, seed: int,
@@ -99,9 +104,8 @@ def stored_figure(cache_dir: Path, key: str, count: int, max_age_s: float) -> tu
     """A figure an earlier run stored (`store_figure`) under `cache_dir/baselines/stored-<key>.json`: (`count` ms
     values, its age in seconds), or None when there is none, it is older than `max_age_s`, dated in the future, or not
     `count` positive finite numbers."""
-    path = Path(cache_dir) / "baselines" / f"stored-{key}.json"
     try:
-        got = json.loads(path.read_text())
+        got = json.loads(_stored_path(cache_dir, key).read_text())
         ms, at = [float(x) for x in got["ms"]], float(got["at"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -113,14 +117,14 @@ def stored_figure(cache_dir: Path, key: str, count: int, max_age_s: float) -> tu
 
 def store_figure(cache_dir: Path, key: str, ms: list[float], about: dict) -> None:
     """Keep a figure for later runs (`stored_figure`), written atomically; `about` says what it is (for a reader)."""
-    path = Path(cache_dir) / "baselines" / f"stored-{key}.json"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps({"ms": ms, "at": time.time(), **about}))
-        tmp.replace(path)
+        _write_json(_stored_path(cache_dir, key), {"ms": ms, "at": time.time(), **about})
     except OSError:
         pass  # a read-only cache: the next run measures again
+
+
+def _stored_path(cache_dir: Path, key: str) -> Path:
+    return Path(cache_dir) / "baselines" / f"stored-{key}.json"
 
 
 def _reference_worker(task: Task, device: str, cfg: VerifyConfig, state: dict, init_inputs: list, seed: int, hold,

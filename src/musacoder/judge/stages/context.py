@@ -213,19 +213,10 @@ class RunContext:
         return self.device if self.device.startswith("cuda") and torch.cuda.is_available() else "cpu"
 
     @contextlib.contextmanager
-    def part(self, name: str):
-        """Time a part of a stage into `verdict.stage_s[name]` (a dotted name, `<stage>.<part>`, added up over the
-        verification: the parts of a stage are inside its own figure, not beside it)."""
-        t0 = time.monotonic()
-        try:
-            yield
-        finally:
-            self.verdict.stage_s[name] = round(self.verdict.stage_s.get(name, 0.0) + time.monotonic() - t0, 4)
-
-    @contextlib.contextmanager
     def stage(self, name: str, slot: str | None = None):
         """Time a stage into `verdict.stage_s` (and the wait for its device slot into `<name>_wait`); with `slot`
-        ("shared" or "exclusive") the stage holds the verification's device that way."""
+        ("shared" or "exclusive") the stage holds the verification's device that way. Times add up over the
+        verification; a dotted name (`correctness.calls`) times a part of a stage, inside that stage's own figure."""
         v, t0 = self.verdict, time.monotonic()
         hold = DEVICE_SLOTS.hold(self.device, exclusive=slot == "exclusive") if slot else contextlib.nullcontext()
         with hold:

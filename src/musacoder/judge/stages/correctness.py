@@ -68,7 +68,7 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
     set the memory budget and the timing's output spec; k: the k-th extra shape)."""
     v, cfg, device = ctx.verdict, ctx.cfg, ctx.device
     init_seed = seed_for(ctx.master_seed, 0, label)
-    with ctx.part("correctness.weights"):
+    with ctx.stage("correctness.weights"):
         init_inputs = make_init_inputs(module, init_seed)
         with seeded(init_seed):
             ref_model = module.Model(*init_inputs).to(device)
@@ -76,21 +76,21 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
         if label == 0:
             ctx.weights = ReferenceWeights(state, init_inputs, init_seed)
         ctx.precision_models = precision_models(ctx, ref_model)
-    with ctx.part("correctness.init"):
+    with ctx.stage("correctness.init"):
         init = rpc.ask(ctx, InitRequest(init_inputs=init_inputs, state_dict=state, seed=init_seed, device=device,
                                         release_memory=ctx.large), cfg.timeout_s, InitReply, "correctness", sb)
     got = Correctness(ref_model, [], notes=list(init.notes))
     weight_bytes = nbytes(list(state.values()))
     for i, asked in enumerate(plan):
         seed = seed_for(ctx.master_seed, 1 + label, i)
-        with ctx.part("correctness.reference"):
+        with ctx.stage("correctness.reference"):
             perturb, ref_out, precision = shared_reference_case(ctx, module, ref_model, seed, asked, label)
         if asked == "center" and label == 0:
             ctx.center_ok = perturb == "center"
         expect = output_spec(ref_out)
         if i == 0 and label == 0:  # the task's own footprint: the memory budget and the call limits
             ctx.task_bytes = weight_bytes + nbytes(ref_out) + _input_bytes(ctx, module, seed, ref_out)
-        with ctx.part("correctness.calls"):
+        with ctx.stage("correctness.calls"):
             reply = rpc.ask(ctx, TrialRequest(seed=seed, perturb=perturb, profile=True, ipc=ctx.ipc, expect=expect),
                             ctx.call_limit(first=i == 0), TrialReply, "correctness", sb)
             outputs = rpc.received(ctx, reply.outputs, sb)
@@ -102,7 +102,7 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
         got.illegal += call_violations(ctx, reply.report, i)
         got.launches += reply.report.launches
         kind = "shape" if label else (perturb or "task")
-        with ctx.part("correctness.compare"):
+        with ctx.stage("correctness.compare"):
             got.trials.append(judge_trial(ctx, i, ref_out, outputs, reply.report, precision, kind))
             del outputs, ref_out, precision
             give_back_cached(ctx.device, ctx.large)

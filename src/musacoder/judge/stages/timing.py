@@ -156,7 +156,7 @@ def _recheck(ctx: RunContext, master_t: int, perturb: str | None,
     v, module, ref_model = ctx.verdict, ctx.module, ctx.correctness.ref_model
     rounds = sorted(list(rep.audits.items()) + list(rep.checks.items()), key=lambda rc: rc[0])
     for r, audit in rounds:
-        with ctx.part("recheck.outputs"):
+        with ctx.stage("recheck.outputs"):
             taken = rpc.ask(ctx, TakeOutputsRequest(ipc=ctx.ipc, rounds=[r]), ctx.cfg.timeout_s, OutputsReply,
                             "timing")
             outputs = rpc.received(ctx, taken.outputs)
@@ -164,10 +164,10 @@ def _recheck(ctx: RunContext, master_t: int, perturb: str | None,
             v.stages["timing"] = "error"
             v.error = "the candidate's worker returned the kept outputs in a malformed reply"
             raise Stop("crashed")
-        with ctx.part("recheck.reference"):
+        with ctx.stage("recheck.reference"):
             _, ref_out, precision = reference_case(ctx, module, ref_model, seed_for(master_t, r), perturb,
                                                    fallback=False)
-        with ctx.part("recheck.compare"):
+        with ctx.stage("recheck.compare"):
             t = judge_trial(ctx, r, ref_out, outputs.pop(r, None), audit.report, precision, "timed")
             del ref_out, precision, outputs
             give_back_cached(ctx.device, ctx.large)
@@ -218,8 +218,8 @@ def clean_reference(ctx: RunContext) -> None:
 
     def measure() -> tuple[list[float], float | None]:
         """(ms, age in seconds of a stored figure, None when timed now)."""
-        if cfg.stored_reference_max_age_s and (got := stored_figure(cfg.cache_dir, ctx.task_key().digest(*name),
-                                                                    repeats, cfg.stored_reference_max_age_s)):
+        stored = ctx.task_key().digest(*name) if cfg.stored_reference_max_age_s else None
+        if stored and (got := stored_figure(cfg.cache_dir, stored, repeats, cfg.stored_reference_max_age_s)):
             return got
         with ctx.stage("worker_stop"):  # the candidate's worker gone, its memory back, before the device is timed
             ctx.lease.wait_gone()
@@ -228,8 +228,8 @@ def clean_reference(ctx: RunContext) -> None:
             master_seed=timed.master_seed, input_sets=timed.input_sets, warmup=cfg.warmup, repeats=repeats,
             perturb=timed.perturb, reap=ctx.lease.end_after, flush_bytes=flush,
             hold=lambda slot: ctx.stage("clean_reference" if slot == "exclusive" else "clean_reference_start", slot))
-        if cfg.stored_reference_max_age_s:
-            store_figure(cfg.cache_dir, ctx.task_key().digest(*name), ms, {"task": ctx.task.key, "entry": list(name)})
+        if stored:
+            store_figure(cfg.cache_dir, stored, ms, {"task": ctx.task.key, "entry": list(name)})
         return ms, None
 
     try:

@@ -122,9 +122,9 @@ _COMPUTE_KEYS = frozenset({
 
 def _dispatcher(torch, before: dict | None = None) -> dict[str, tuple[int, int]]:
     """Per operator, (a hash of its whole dump, a digest of the kernels the dispatcher holds for the compute keys; each
-    line names where its kernel was registered): a candidate's `TORCH_LIBRARY_IMPL(aten, CPU, m)` replacing `detach` (so outputs were
-    computed only when the harness read them) shows as a change, however its registration was reached. Ops added
-    later are not compared."""
+    line names where its kernel was registered): a candidate's `TORCH_LIBRARY_IMPL(aten, CPU, m)` replacing `detach`
+    (so outputs were computed only when the harness read them) shows as a change, however its registration was
+    reached. Ops added later are not compared."""
     try:
         names = torch._C._dispatch_get_all_op_names()
         dump = torch._C._dispatch_dump
