@@ -30,6 +30,26 @@ def test_four_identical_candidates_of_one_task_reuse_its_reference_work():
         assert 0 < lo <= hi
     # each candidate's timed rounds had inputs of its own: the interleaved reference figures are not all one value
     assert len({v.ref_runtime_ms_in_process for v in got.values()}) > 1
+    # one candidate started the reference-only worker (its start timed); the others' waits for its figure are timed
+    started = [v for v in got.values() if "clean_reference_worker" in v.stage_s]
+    assert len(started) == 1 and started[0].stage_s["clean_reference"] > 0
+    assert sum("clean_reference_reuse" in v.stage_s for v in got.values()) == 3
+
+
+@pytest.mark.parametrize("backend, device", [("cuda", "cuda:1"), ("triton", "cpu"), ("cpp", "cpu")])
+def test_the_reference_only_worker_is_made_as_the_candidates_worker_is(backend, device):
+    """Same environment, layers and memory limit, so the same fork server and (on a GPU) the workers started ahead:
+    made otherwise, the first clean reference of a process started a fork server of its own."""
+    from musacoder.judge.stages import rpc
+    from musacoder.judge.stages.context import RunContext
+
+    cfg = VerifyConfig(memory_limit_gb=3.0, isolate_network=False)
+    ctx = RunContext.new(load_task(ROOT / "examples" / "tasks" / "relu.py"), "", backend, cfg)
+    ctx.backend, ctx.device = backend, device
+    candidate, reference = rpc.open_worker(ctx, device), rpc.reference_worker(ctx)
+    assert reference.extra_env == candidate.extra_env and "MUSACODER_AS_LIMIT" in reference.extra_env
+    assert (reference.isolate_network, reference.cache_dir) == (candidate.isolate_network, candidate.cache_dir)
+    assert reference.use_prestarted and ("MUSACODER_PREWARM_DEVICE" in reference.extra_env) == (device != "cpu")
 
 
 def test_no_sharing_when_the_config_turns_it_off_or_fixes_the_seed():

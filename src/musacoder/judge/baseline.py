@@ -41,15 +41,16 @@ TIMING_METHOD = 3  # part of the compile-baseline cache key: 3 = timed to the en
 
 def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dict, init_inputs: list, seed: int,
                         mode: str | None = None, perturb: str | None = None, hold=None, reap=None,
-                        flush_bytes: int = L2_FLUSH_BYTES) -> float:
+                        flush_bytes: int = L2_FLUSH_BYTES, worker=None) -> float:
     """Median ms of the `torch.compile`d reference, measured in a reference-only worker (no candidate code ever ran
     there, so no candidate can slow it down or poison the cache) and cached per task source and sizes, device model,
     torch version, dtype, compile mode and timing inputs' perturbation (`perturb`, as the candidate's timing used)
     under `CACHE/baselines/`.
 
-    `hold(slot)` gives the device-slot context for each part: the worker's start, the compile and its warm-up run
-    under `hold("shared")` (a first compile takes tens of seconds of host time), only the timing under
-    `hold("exclusive")`. `reap(gone)`, where given, takes the worker's reaping to the background: it is called with
+    `hold(slot)` gives the context for each part: the worker's start under `hold("start")` (no device slot), the
+    task's load, the compile and its warm-up run under `hold("shared")` (a first compile takes tens of seconds of
+    host time), only the timing under `hold("exclusive")`. `worker()` makes the reference-only worker (an unstarted
+    `Sandbox`; by default a plain one). `reap(gone)`, where given, takes the worker's reaping to the background: it is called with
     the event set once the killed worker is gone (`DeviceLease.end_after`). `flush_bytes`: the L2 flush before each
     timed call, as the candidate's timing had it."""
     source = source_with_overrides(task)
@@ -67,7 +68,7 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
                                       mode=mode, perturb=perturb)
     timed = TimeCompileRequest(warmup=cfg.warmup, repeats=cfg.repeats, l2_flush_bytes=flush_bytes)
     rep = _reference_worker(task, device, cfg, state, init_inputs, seed, hold, prepare, timed, cfg.timeout_s,
-                            CompileTimesReply, reap)
+                            CompileTimesReply, reap, worker)
     if not rep.compile_ms:
         raise BaselineError("the reference-only worker returned no timed rounds of the compiled reference")
     median = statistics.median(rep.compile_ms)
@@ -86,15 +87,15 @@ def _write_json(path: Path, obj: dict) -> None:
 
 def clean_reference_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dict, init_inputs: list, seed: int,
                        master_seed: int, input_sets: int, warmup: int, repeats: int, perturb: str | None = None,
-                       hold=None, reap=None, flush_bytes: int = L2_FLUSH_BYTES) -> list[float]:
+                       hold=None, reap=None, flush_bytes: int = L2_FLUSH_BYTES, worker=None) -> list[float]:
     """ms per call of the eager reference, `repeats` rounds after `warmup`, timed in a fresh reference-only worker on
     inputs drawn as the candidate's `time` request drew them (`master_seed`), right after that candidate's timing on
     the same device. The caller shares it with the task's other candidates (the per-task cache) and, opted in, with
-    later runs (`stored_figure`). `hold`, `reap` and `flush_bytes` as for `compile_baseline_ms`."""
+    later runs (`stored_figure`). `hold`, `reap`, `flush_bytes` and `worker` as for `compile_baseline_ms`."""
     timed = TimeReferenceRequest(master_seed=master_seed, input_sets=input_sets, warmup=warmup, repeats=repeats,
                                  perturb=perturb, l2_flush_bytes=flush_bytes)
     got = _reference_worker(task, device, cfg, state, init_inputs, seed, hold, None, timed,
-                            cfg.timeout_s + cfg.time_budget_s * 2, ReferenceTimesReply, reap).reference_ms
+                            cfg.timeout_s + cfg.time_budget_s * 2, ReferenceTimesReply, reap, worker).reference_ms
     if len(got) != repeats or not all(0 < x < float("inf") for x in got):
         raise BaselineError(f"the reference-only worker returned no {repeats} timed rounds")
     return [float(x) for x in got]
@@ -129,12 +130,15 @@ def _stored_path(cache_dir: Path, key: str) -> Path:
 
 def _reference_worker(task: Task, device: str, cfg: VerifyConfig, state: dict, init_inputs: list, seed: int, hold,
                       prepare: Request | None, timed: Request, timed_timeout_s: float, record: type[Reply],
-                      reap=None):
-    """Start a reference-only worker, load the task, build the reference with the verification's weights, run
-    `prepare` (if any) with the device shared, then `timed` with it held exclusively; returns the timed reply as
-    `record`. Raises `BaselineError` with the worker's error."""
+                      reap=None, worker=None):
+    """Start a reference-only worker (`worker()`, an unstarted `Sandbox`; by default a plain one), load the task,
+    build the reference with the verification's weights, run `prepare` (if any) with the device shared, then `timed`
+    with it held exclusively; returns the timed reply as `record`. Raises `BaselineError` with the worker's error."""
     hold = hold or (lambda slot: contextlib.nullcontext())
-    with Sandbox(cfg.cache_dir, keep_workdir=False) as sb:
+    worker = worker or (lambda: Sandbox(cfg.cache_dir, keep_workdir=False))
+    with contextlib.ExitStack() as stack:
+        with hold("start"):
+            sb = stack.enter_context(worker())
         if reap is not None:
             sb.reap_later = True
             reap(sb.gone)

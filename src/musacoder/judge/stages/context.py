@@ -178,13 +178,19 @@ class RunContext:
         self.cache_key = TaskKey.of(source, f"{self.backend}:{model}", runtime, tuple(map(str, policy)))
         return self.cache_key
 
-    def cached(self, name, compute, size=lambda _v: 0):
+    def cached(self, name, compute, size=lambda _v: 0, wait_stage: str | None = None):
         """`compute()`, or the task's shared value of it (`TaskCache.get`). The verdict is `reference_reused` when
         the first entry it asked for was another candidate's (computed, or being computed, for an earlier candidate
-        of the task): one candidate per task and cache generation does the work, the others reuse it."""
+        of the task): one candidate per task and cache generation does the work, the others reuse it. `wait_stage`:
+        where the entry was another candidate's, the seconds this call took (the wait for it) are timed under that
+        name."""
         if self.cache is None or self.cache_key is None:
             return compute()
+        t0 = time.monotonic()
         value, reused = self.cache.get(self.cache_key, name, compute, size)
+        if reused and wait_stage:
+            stage_s = self.verdict.stage_s
+            stage_s[wait_stage] = round(stage_s.get(wait_stage, 0.0) + time.monotonic() - t0, 4)
         if self.shared_asked == 0:
             self.verdict.reference_reused = reused
         self.shared_asked += 1

@@ -29,6 +29,21 @@ HOARD_SLACK = 2 * GiB
 def open_worker(ctx: RunContext, device: str, fresh: bool = False) -> Sandbox:
     """A candidate worker for `device` with the toolchain variables the backend needs (`fresh`: started for this
     verification, not taken from the prestarted ones)."""
+    sb = _worker(ctx, device, use_prestarted=not fresh)
+    reap_within(ctx, sb)
+    return sb
+
+
+def reference_worker(ctx: RunContext) -> Sandbox:
+    """A reference-only worker (the clean reference, the compile baseline) made as this verification's candidate
+    worker is: from the same fork server and, on a GPU, from the same workers started ahead, its CUDA context made
+    while it waited. No candidate code ever runs in it, and it is timed in the conditions the candidate was. (Made
+    otherwise, the first one of a process started a fork server of its own, tens of seconds on a busy GPU host,
+    which every candidate of the task waited for.)"""
+    return _worker(ctx, ctx.device, use_prestarted=True)
+
+
+def _worker(ctx: RunContext, device: str, use_prestarted: bool) -> Sandbox:
     from musacoder.build.cache import toolchain_env
 
     cfg, backend = ctx.cfg, ctx.backend
@@ -37,10 +52,8 @@ def open_worker(ctx: RunContext, device: str, fresh: bool = False) -> Sandbox:
         env["TRITON_INTERPRET"] = "1"
     if device.startswith("cuda") and ":" in device:
         env["MUSACODER_PREWARM_DEVICE"] = device  # a worker started ahead makes its CUDA context while it waits
-    sb = Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb,
-                 isolate_network=cfg.isolate_network, use_prestarted=not fresh)
-    reap_within(ctx, sb)
-    return sb
+    return Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb,
+                   isolate_network=cfg.isolate_network, use_prestarted=use_prestarted)
 
 
 def reap_within(ctx: RunContext, sb: Sandbox) -> None:

@@ -86,7 +86,7 @@ def time_candidate(ctx: RunContext) -> None:
             v.compile_runtime_ms = compile_baseline_ms(
                 ctx.task, ctx.device, cfg, state=w.state, init_inputs=w.init_inputs, seed=w.seed,
                 perturb=timing_perturb(cfg, ctx.center_ok), reap=ctx.lease.end_after, flush_bytes=ctx.flush_bytes,
-                hold=lambda slot: ctx.stage("compile_baseline" if slot == "exclusive" else "compile_build", slot))
+                hold=_holds(ctx, "compile_baseline", "compile_build"), worker=lambda: rpc.reference_worker(ctx))
             v.speedup_vs_compile = v.compile_runtime_ms / cand.median_ms
         except (BaselineError, WorkerTimeout, WorkerDied, WorkerStartFailed) as e:
             v.flags.append(f"torch.compile baseline unavailable: {e}")
@@ -227,13 +227,13 @@ def clean_reference(ctx: RunContext) -> None:
             ctx.task, ctx.device, cfg, state=w.state, init_inputs=w.init_inputs, seed=w.seed,
             master_seed=timed.master_seed, input_sets=timed.input_sets, warmup=cfg.warmup, repeats=repeats,
             perturb=timed.perturb, reap=ctx.lease.end_after, flush_bytes=flush,
-            hold=lambda slot: ctx.stage("clean_reference" if slot == "exclusive" else "clean_reference_start", slot))
+            hold=_holds(ctx, "clean_reference", "clean_reference_start"), worker=lambda: rpc.reference_worker(ctx))
         if stored:
             store_figure(cfg.cache_dir, stored, ms, {"task": ctx.task.key, "entry": list(name)})
         return ms, None
 
     try:
-        ms, age = ctx.cached(name, measure)
+        ms, age = ctx.cached(name, measure, wait_stage="clean_reference_reuse")
         if age is not None:
             v.flags.append(f"the clean reference's timing was reused from a run {age / 60:.0f} min ago "
                            "(stored_reference_max_age_s)")
@@ -255,3 +255,14 @@ def clean_reference(ctx: RunContext) -> None:
         v.speedup_vs_eager = ratio(cap, v.runtime_ms)
         if cfg.baseline == "eager":
             v.speedup = v.speedup_vs_eager
+
+
+def _holds(ctx: RunContext, timed: str, shared: str):
+    """The stages of a reference-only worker (`baseline`'s `hold`): its start (`<timed>_worker`, no device slot),
+    what runs with the device shared (`shared`), the timing with it held alone (`timed`)."""
+    def hold(slot: str):
+        if slot == "start":
+            return ctx.stage(f"{timed}_worker")
+        return ctx.stage(timed if slot == "exclusive" else shared, slot)
+
+    return hold
