@@ -58,3 +58,31 @@ def test_a_case_beyond_the_budget_is_not_kept_nor_copied():
     small = _ctx(cache)
     small.fp = Footprint(inputs=1 << 10, outputs=1 << 10, weights=0)
     assert torch.equal(_case(small)[1], case[1]) and cache.misses == 1
+
+
+def test_the_task_s_candidates_share_one_initialisation_of_the_reference_model():
+    """With a task cache the reference's weights are made once per task (a deep copy of a pristine host model for
+    each later candidate, not a fresh initialisation); each candidate's model is its own, and what one candidate's
+    forwards change (batch-norm statistics) reaches neither the others' models nor the weights sent to workers."""
+    from musacoder.judge.inputs import seed_for
+    from musacoder.judge.stages.correctness import reference_model
+
+    task = load_task(ROOT / "examples" / "tasks" / "linear_gelu.py")
+    source = task.source + "\nINITS = []\n_init = Model.__init__\n\n\ndef _counted(self, *a):\n    INITS.append(1)\n" \
+        "    _init(self, *a)\n    self.bn = torch.nn.BatchNorm1d(self.linear.out_features)\n\n\nModel.__init__ = _counted\n"
+    task = task.model_copy(update={"source": source})
+    cache = TaskCache()
+    first, second = _ctx(cache), _ctx(cache)
+    module = load_module(task)
+    seed = seed_for(first.master_seed, 0, 0)
+    assert seed == seed_for(second.master_seed, 0, 0)  # one task, one secret
+    _, m1, state1 = reference_model(first, module, seed, shared=True)
+    before = {k: t.clone() for k, t in state1.items()}
+    m1.bn(torch.randn(16, m1.linear.out_features) * 5 + 3)  # train mode: the running statistics move
+    _, m2, state2 = reference_model(second, module, seed, shared=True)
+    assert len(module.INITS) == 1 and not first.verdict.reference_reused and second.verdict.reference_reused
+    assert m2 is not m1 and m2.linear.weight.data_ptr() != m1.linear.weight.data_ptr()
+    assert all(torch.equal(m2.state_dict()[k], before[k]) for k in before)
+    assert all(torch.equal(state2[k], before[k]) for k in before)
+    _, _, own = reference_model(second, module, seed, shared=False)  # extra shapes: made afresh, same weights
+    assert len(module.INITS) == 2 and all(torch.equal(own[k], before[k]) for k in before)

@@ -69,10 +69,7 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
     v, cfg, device = ctx.verdict, ctx.cfg, ctx.device
     init_seed = seed_for(ctx.master_seed, 0, label)
     with ctx.stage("correctness.weights"):
-        init_inputs = make_init_inputs(module, init_seed)
-        with seeded(init_seed):
-            ref_model = module.Model(*init_inputs).to(device)
-        state = {k: t.detach().cpu() for k, t in ref_model.state_dict().items()}
+        init_inputs, ref_model, state = reference_model(ctx, module, init_seed, shared=label == 0)
         if label == 0:
             ctx.weights = ReferenceWeights(state, init_inputs, init_seed)
         ctx.precision_models = precision_models(ctx, ref_model)
@@ -107,6 +104,50 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
             del outputs, ref_out, precision
             give_back_cached(ctx.device, ctx.large)
     return got
+
+
+def reference_model(ctx: RunContext, module, init_seed: int, shared: bool):
+    """(init inputs, the reference model on the verification's device, its weights on the host), made from
+    `init_seed` on the host, where the seeded initialisation is the same on every device. With `shared` and a task
+    cache, the task's candidates share one pristine host copy (the master seed, so the weights, are the task's): each
+    gets a deep copy of it, not a fresh initialisation (for a 67M-parameter GEMM, seconds of host time per candidate
+    with eight initialising at once). A model that cannot be deep-copied is made afresh each time."""
+    def make():
+        init_inputs = make_init_inputs(module, init_seed)
+        with seeded(init_seed):
+            model = module.Model(*init_inputs)
+        # a copy, not the host model's own tensors: the model's forwards (batch-norm statistics) must not reach it
+        return init_inputs, model, {k: t.detach().to("cpu", copy=True) for k, t in model.state_dict().items()}
+
+    def kept():
+        init_inputs, model, state = make()
+        try:
+            pristine = copy.deepcopy(model)  # never run: every candidate copies it
+        except Exception:  # noqa: BLE001 - a model that cannot be deep-copied is not shared
+            pristine = None
+        return init_inputs, pristine, state, model
+
+    if not shared or ctx.cache is None:
+        init_inputs, model, state = make()
+        return init_inputs, model.to(ctx.device), state
+    own: list = []
+
+    def compute():
+        init_inputs, pristine, state, model = kept()
+        own.append(model)
+        return init_inputs, pristine, state
+
+    def size(value) -> int:
+        return 2 * nbytes(list(value[2].values()))
+
+    init_inputs, pristine, state = ctx.cached(("reference_model", init_seed), compute, size)
+    if own:
+        model = own[0]
+    elif pristine is not None:
+        model = copy.deepcopy(pristine)
+    else:
+        init_inputs, model, state = make()
+    return copy.deepcopy(init_inputs), model.to(ctx.device), state
 
 
 def add_harness_parts(ctx: RunContext, report: CallReport) -> None:
