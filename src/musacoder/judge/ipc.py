@@ -146,7 +146,7 @@ def open_copy(spec: dict, device: str) -> torch.Tensor:
                 raw = torch.as_tensor(_Pointer(int(base) + offset, nbytes), device=dev) if nbytes else \
                     torch.empty(0, dtype=torch.uint8, device=dev)
                 out = raw.clone()
-                torch.cuda.synchronize(dev)
+                torch.cuda.current_stream(dev).synchronize()  # this verification's stream, before the handle closes
                 del raw
             except torch.OutOfMemoryError:
                 raise

@@ -99,7 +99,8 @@ def _attempt(ctx: RunContext, fresh: bool) -> None:
         _add_wait(v, time.monotonic() - t0)
         ctx.device = v.device = ctx.lease.device
         try:
-            with rpc.open_worker(ctx, ctx.device, fresh=fresh) as ctx.sandbox, _worker_failures(ctx):
+            with own_stream(ctx.device), rpc.open_worker(ctx, ctx.device, fresh=fresh) as ctx.sandbox, \
+                    _worker_failures(ctx):
                 ctx.loaded = build(ctx)
                 with ctx.stage("binary_legality"):
                     check_binaries(ctx, ctx.loaded.builds, ctx.sandbox)
@@ -111,7 +112,8 @@ def _attempt(ctx: RunContext, fresh: bool) -> None:
                 require_correct(ctx)
                 extra_shapes(ctx)
                 time_candidate(ctx)
-            clean_reference(ctx)
+            with own_stream(ctx.device):
+                clean_reference(ctx)
         except (torch.OutOfMemoryError, RuntimeError) as e:
             if not slots.is_oom(e):
                 raise
@@ -124,6 +126,18 @@ def _attempt(ctx: RunContext, fresh: bool) -> None:
             with ctx.stage("release"):
                 if (peak := slots.release_trusted(ctx.device, ctx.large)) is not None:
                     v.trusted_mem_gb = peak
+
+
+@contextlib.contextmanager
+def own_stream(device: str):
+    """The verification's device work on a CUDA stream of its own (torch's current stream is per thread). The
+    verifications of a batch run in threads of one process; on the default stream each one's synchronising reads
+    (a comparison's counts, an output's copy) waited for the work every other one had queued."""
+    if not (device.startswith("cuda") and torch.cuda.is_available()):
+        yield
+        return
+    with torch.cuda.stream(torch.cuda.Stream(device=torch.device(device))):
+        yield
 
 
 @contextlib.contextmanager

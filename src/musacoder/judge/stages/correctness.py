@@ -265,7 +265,7 @@ def _timed_forward(ctx: RunContext, ref_model, xs):
     t0 = time.perf_counter()
     out = ref_model(*xs)
     if ctx.device.startswith("cuda") and torch.cuda.is_available():
-        torch.cuda.synchronize(ctx.device)
+        torch.cuda.current_stream(ctx.device).synchronize()
     ctx.ref_forward_s = max(ctx.ref_forward_s, time.perf_counter() - t0)
     return out
 
