@@ -38,6 +38,8 @@ def test_a_synchronising_read_does_not_wait_for_another_stream_s_work():
     import time
 
     done = threading.Event()
+    float(torch.ones(16, device="cuda:0").sum())  # the kernels the read uses loaded first: a first launch loads its
+    # module lazily, which may wait for the device's running work, whatever the stream
 
     def spin():
         with own_stream("cuda:0"):
