@@ -28,13 +28,12 @@
 #   then STEPS="golden snapshot" T_GOLD=540 and STEPS="corpus anchor" T_CORPUS=300 ANC_LIMIT=16 T_ANC=280, chained on one
 #   warm machine (issues 36-38: the golden set, the verdict snapshot and the style corpus at full size, one candidate
 #   8 times with the per-task cache on and off, 16 tasks x 8 candidates, and KernelBench's harness side by side)
-#   What is still owed after the H100 runs of 2026-12-06 (docs/benchmarks.md): STEPS=throughput THR_PHASES=cold
-#   WORKERS=12 THR_ORDER=.kb/rest.txt (the 27 golden candidates the shrunk run did not reach, docs/benchmarks.md lists
-#   them; one id glob per line), then STEPS="golden same8" GOLD_ONLY='level1/19_*' T_GOLD=130
-#   SAME8_TASKS=level2/76_Gemm_Add_ReLU SAME8_ROUNDS=2 (the binary stage after the machine-code rule's lock fix,
-#   predicted under 1 s where it took 7-24 s; where a same-8 verdict's wall goes, now that `stage_s` has the worker's
-#   stop, `correctness.*`, `trial.*` and `recheck.*`; the gain of reaping workers in the background; the second round,
-#   a long-lived verifier's rate), then STEPS="faults corpus" FAULT_MB=64 CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*"
+#   What is still owed after the H100 runs of 2026-12-06 (docs/benchmarks.md): STEPS=tests
+#   GPU_TESTS=tests/gpu/test_own_stream.py (its second test failed once, before it warmed its kernels first), then the
+#   same-8 GEMM with a stream per verification beside the code before it, on one machine (rl_load.py --only
+#   level2/76_Gemm_Add_ReLU --tasks 1 --identical --copies 8 --workers 8 --rounds 2, the parent tree on PYTHONPATH),
+#   then STEPS="golden" GOLD_ONLY='level1/19_*' T_GOLD=130 (the binary stage after the machine-code rule's lock fix, and
+#   the 6.4 GB ReLU's stages since), then STEPS="faults corpus" FAULT_MB=64 CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*"
 #   (a crash, a hang and an OOM among goldens; the hoarding rule on the GPU and the CPU-backend candidates at full size)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
