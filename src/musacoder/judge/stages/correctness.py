@@ -110,8 +110,8 @@ def reference_model(ctx: RunContext, module, init_seed: int, shared: bool):
     """(init inputs, the reference model on the verification's device, its weights on the host), made from
     `init_seed` on the host, where the seeded initialisation is the same on every device. With `shared` and a task
     cache, the task's candidates share one pristine host copy (the master seed, so the weights, are the task's): each
-    gets a deep copy of it, not a fresh initialisation (for a 67M-parameter GEMM, seconds of host time per candidate
-    with eight initialising at once). A model that cannot be deep-copied is made afresh each time."""
+    gets a deep copy of it, not a fresh initialisation (a large model's is seconds of host time per candidate, many
+    initialising at once: docs/benchmarks.md). A model that cannot be deep-copied is made afresh each time."""
     def make():
         init_inputs = make_init_inputs(module, init_seed)
         with seeded(init_seed):
@@ -119,28 +119,22 @@ def reference_model(ctx: RunContext, module, init_seed: int, shared: bool):
         # a copy, not the host model's own tensors: the model's forwards (batch-norm statistics) must not reach it
         return init_inputs, model, {k: t.detach().to("cpu", copy=True) for k, t in model.state_dict().items()}
 
-    def kept():
-        init_inputs, model, state = make()
-        try:
-            pristine = copy.deepcopy(model)  # never run: every candidate copies it
-        except Exception:  # noqa: BLE001 - a model that cannot be deep-copied is not shared
-            pristine = None
-        return init_inputs, pristine, state, model
-
     if not shared or ctx.cache is None:
         init_inputs, model, state = make()
         return init_inputs, model.to(ctx.device), state
     own: list = []
 
     def compute():
-        init_inputs, pristine, state, model = kept()
+        init_inputs, model, state = make()
         own.append(model)
+        try:
+            pristine = copy.deepcopy(model)  # never run: the task's later candidates copy it
+        except Exception:  # noqa: BLE001 - a model that cannot be deep-copied is made afresh by each
+            pristine = None
         return init_inputs, pristine, state
 
-    def size(value) -> int:
-        return 2 * nbytes(list(value[2].values()))
-
-    init_inputs, pristine, state = ctx.cached(("reference_model", init_seed), compute, size)
+    init_inputs, pristine, state = ctx.cached(("reference_model", init_seed), compute,
+                                              lambda got: 2 * nbytes(list(got[2].values())))
     if own:
         model = own[0]
     elif pristine is not None:
