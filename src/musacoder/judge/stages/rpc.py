@@ -38,8 +38,8 @@ def reference_worker(ctx: RunContext) -> Sandbox:
     """A reference-only worker (the clean reference, the compile baseline) made as this verification's candidate
     worker is: from the same fork server and, on a GPU, from the same workers started ahead, its CUDA context made
     while it waited. No candidate code ever runs in it, and it is timed in the conditions the candidate was. (Made
-    otherwise, the first one of a process started a fork server of its own, tens of seconds on a busy GPU host,
-    which every candidate of the task waited for.)"""
+    otherwise, the first one of a process started a fork server of its own, which every candidate of the task waited
+    for: docs/benchmarks.md.)"""
     return _worker(ctx, ctx.device, use_prestarted=True)
 
 
