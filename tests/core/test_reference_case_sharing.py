@@ -68,8 +68,9 @@ def test_the_task_s_candidates_share_one_initialisation_of_the_reference_model()
     from musacoder.judge.stages.correctness import reference_model
 
     task = load_task(ROOT / "examples" / "tasks" / "linear_gelu.py")
-    source = task.source + "\nINITS = []\n_init = Model.__init__\n\n\ndef _counted(self, *a):\n    INITS.append(1)\n" \
-        "    _init(self, *a)\n    self.bn = torch.nn.BatchNorm1d(self.linear.out_features)\n\n\nModel.__init__ = _counted\n"
+    source = task.source + (
+        "\nINITS = []\n_init = Model.__init__\n\n\ndef _counted(self, *a):\n    INITS.append(1)\n    _init(self, *a)\n"
+        "    self.bn = torch.nn.BatchNorm1d(self.linear.out_features)\n\n\nModel.__init__ = _counted\n")
     task = task.model_copy(update={"source": source})
     cache = TaskCache()
     first, second = _ctx(cache), _ctx(cache)

@@ -50,9 +50,9 @@ def compile_baseline_ms(task: Task, device: str, cfg: VerifyConfig, *, state: di
     `hold(slot)` gives the context for each part: the worker's start under `hold("start")` (no device slot), the
     task's load, the compile and its warm-up run under `hold("shared")` (a first compile takes tens of seconds of
     host time), only the timing under `hold("exclusive")`. `worker()` makes the reference-only worker (an unstarted
-    `Sandbox`; by default a plain one). `reap(gone)`, where given, takes the worker's reaping to the background: it is called with
-    the event set once the killed worker is gone (`DeviceLease.end_after`). `flush_bytes`: the L2 flush before each
-    timed call, as the candidate's timing had it."""
+    `Sandbox`; by default a plain one). `reap(gone)`, where given, takes the worker's reaping to the background: it
+    is called with the event set once the killed worker is gone (`DeviceLease.end_after`). `flush_bytes`: the L2
+    flush before each timed call, as the candidate's timing had it."""
     source = source_with_overrides(task)
     dtypes = sorted({str(t.dtype) for t in state.values()}) or ["float32"]
     key_src = json.dumps([source, _device_name(device), torch.__version__, dtypes, mode, cfg.warmup, cfg.repeats,
