@@ -112,8 +112,7 @@ def _attempt(ctx: RunContext, fresh: bool) -> None:
                 require_correct(ctx)
                 extra_shapes(ctx)
                 time_candidate(ctx)
-            with own_stream(ctx.device):
-                clean_reference(ctx)
+            clean_reference(ctx)  # runs in a reference-only worker: no device work in this process
         except (torch.OutOfMemoryError, RuntimeError) as e:
             if not slots.is_oom(e):
                 raise
