@@ -129,6 +129,7 @@ def run_round(jobs: list, args, cfg) -> tuple[dict, list[dict]]:
     from musacoder.judge.batch import verify_many
 
     t0, rows = time.monotonic(), []
+    sink = args.json.with_suffix(".rows.jsonl") if args.json else None  # every verdict as it comes: a cut run keeps it
     for job, v in verify_many(jobs, workers=args.workers, config=cfg):
         excl = sum(v.stage_s.get(s, 0.0) for s in EXCLUSIVE_STAGES)
         # the wall no stage timed (dotted names, `worker.*`, `binary.*`, `correctness.*`, are parts of stages)
@@ -137,6 +138,9 @@ def run_round(jobs: list, args, cfg) -> tuple[dict, list[dict]]:
                      "reward": v.reward, "wall_s": v.wall_s, "exclusive_s": excl, "done_s": time.monotonic() - t0,
                      "reference_reused": getattr(v, "reference_reused", None), "stage_s": v.stage_s,
                      "error": (v.error or "")[-300:], "violations": v.violations[:3]})
+        if sink is not None:
+            with sink.open("a") as f:
+                f.write(json.dumps({**rows[-1], "done_s": round(rows[-1]["done_s"], 2)}) + "\n")
         print(f"  {job.id:50s} {v.status:12s} speedup {v.speedup or 0:7.3f} wall {v.wall_s:6.1f}s "
               f"exclusive {excl:5.2f}s reused {rows[-1]['reference_reused']}", flush=True)
     total = time.monotonic() - t0

@@ -82,6 +82,11 @@ class VerifyConfig(BaseModel):
         "`cache_dir/baselines` for the same task key (source and sizes, device model, torch and CUDA versions, this "
         "config), if at most this many seconds old. Written only by reference-only workers, never by a candidate's; "
         "it can only lower a speedup (the clean figure is a cap). None: each run times it once per task.")
+    clean_reference_reuse_s: float = Field(
+        300.0, ge=0, description="A task's clean reference timing is reused by later batches of the same process (the "
+        "service, an RL run's next steps) for this many seconds after a reference-only worker measured it, for the same "
+        "task key; the verdict's flags say so. It depends on the inputs' distribution, not on the rotating secrets, and "
+        "can only lower a speedup (it is a cap). 0: every batch times it again.")
     share_reference: bool = Field(
         True, description="Reuse a task's reference work (the correctness trials' reference outputs and yardsticks, the "
         "clean reference's timing) across the candidates of that task verified in one batch, service or process "

@@ -12,7 +12,9 @@ from musacoder.tasks import load_task
 pytest.importorskip("triton", reason="the Triton interpreter runs these candidates on the CPU: pip install -e '.[triton]'")
 
 ROOT = Path(__file__).resolve().parents[2]
-CFG = VerifyConfig(timeout_s=120.0, warmup=1, repeats=5, cap_repeats=10, max_repeats=20, time_budget_s=2.0)
+# each batch times its clean reference (the reuse across batches of a process has a test of its own)
+CFG = VerifyConfig(timeout_s=120.0, warmup=1, repeats=5, cap_repeats=10, max_repeats=20, time_budget_s=2.0,
+                   clean_reference_reuse_s=0)
 
 
 def _jobs(n: int, task: str = "relu.py") -> list[VerifyJob]:
@@ -62,6 +64,26 @@ def test_jobs_of_one_task_are_scheduled_together_in_first_seen_order():
     a, b = _jobs(2, "relu.py"), _jobs(2, "linear_gelu.py")
     order = [j.id for j in by_task([a[0], b[0], a[1], b[1]])]
     assert order == ["relu.py#0", "relu.py#1", "linear_gelu.py#0", "linear_gelu.py#1"]
+
+
+def test_a_later_batch_of_the_process_reuses_the_clean_reference_while_it_is_recent():
+    """`clean_reference_reuse_s`: a later batch (a new per-task cache, new secrets) takes the clean reference's figure
+    a reference-only worker of this process measured for the same task key, and says so; not once it is older, not
+    with 0, and not where the config shares no reference work."""
+    cfg = CFG.model_copy(update={"clean_reference_reuse_s": 3600.0, "repeats": 6})  # a key no other test measured
+    first = [v for _, v in verify_many(_jobs(1), workers=1, config=cfg)][0]
+    assert first.status == "ok" and first.stage_s.get("clean_reference", 0) > 0
+    second = [v for _, v in verify_many(_jobs(2), workers=1, config=cfg)]
+    assert [v.status for v in second] == ["ok", "ok"]
+    assert all("clean_reference" not in v.stage_s and v.ref_runtime_ms_clean == first.ref_runtime_ms_clean
+               for v in second)
+    assert all(any("from an earlier batch" in f for f in v.flags) for v in second)
+    # the batches' own secrets still differ: the candidates' in-worker reference figures are their own
+    assert len({first.ref_runtime_ms_in_process, *(v.ref_runtime_ms_in_process for v in second)}) > 1
+    for update in ({"clean_reference_reuse_s": 0}, {"clean_reference_reuse_s": 1e-6}, {"share_reference": False}):
+        again = [v for _, v in verify_many(_jobs(1), workers=1, config=cfg.model_copy(update=update))][0]
+        assert again.status == "ok" and again.stage_s.get("clean_reference", 0) > 0, update
+        assert not any("from an earlier batch" in f for f in again.flags)
 
 
 def test_a_stored_clean_reference_is_reused_by_a_later_run_only_when_opted_in_and_fresh(tmp_path):

@@ -45,7 +45,8 @@ def test_gpu_hack_rejected(name, statuses, phrase):
 
 def test_valid_candidate_after_poisoned_context():
     bad = verify(RELU, (HERE / "candidates" / "illegal_address.py").read_text(), backend="cuda", config=CFG)
-    good = verify(RELU, (REPO / "examples" / "candidates" / "relu_cuda.py").read_text(), backend="cuda", config=CFG)
+    good = verify(RELU, (REPO / "examples" / "candidates" / "relu_cuda.py").read_text(), backend="cuda",
+                  config=CFG.model_copy(update={"clean_reference_reuse_s": 0}))  # timed here, not an earlier test's
     assert bad.status in ("crashed", "runtime_error")
     assert good.status == "ok", _text(good)
     assert good.speedup is not None and good.reward >= 1.0

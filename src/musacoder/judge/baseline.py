@@ -101,6 +101,29 @@ def clean_reference_ms(task: Task, device: str, cfg: VerifyConfig, *, state: dic
     return [float(x) for x in got]
 
 
+# the clean reference's figures this process measured, by the key `stored_figure` uses: (ms, monotonic time)
+_RECENT: dict[str, tuple[list[float], float]] = {}
+_RECENT_LOCK = threading.Lock()
+
+
+def recent_figure(key: str, count: int, max_age_s: float) -> tuple[list[float], float] | None:
+    """A figure a reference-only worker of this process measured for `key` (`remember_figure`) at most `max_age_s`
+    seconds ago, as (`count` ms values, its age in seconds); None otherwise. It outlives the batch (its per-task
+    cache and secrets rotate), since a timing depends on the inputs' distribution and sets, not on their values."""
+    with _RECENT_LOCK:
+        got = _RECENT.get(key)
+    if got is None or len(got[0]) != count:
+        return None
+    age = time.monotonic() - got[1]
+    return (list(got[0]), age) if 0 <= age <= max_age_s else None
+
+
+def remember_figure(key: str, ms: list[float]) -> None:
+    """Keep a figure measured now for later batches of this process (`recent_figure`)."""
+    with _RECENT_LOCK:
+        _RECENT[key] = (list(ms), time.monotonic())
+
+
 def stored_figure(cache_dir: Path, key: str, count: int, max_age_s: float) -> tuple[list[float], float] | None:
     """A figure an earlier run stored (`store_figure`) under `cache_dir/baselines/stored-<key>.json`: (`count` ms
     values, its age in seconds), or None when there is none, it is older than `max_age_s`, dated in the future, or not

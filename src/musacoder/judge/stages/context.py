@@ -173,7 +173,8 @@ class RunContext:
         runtime = f"torch {torch.__version__} cuda {torch.version.cuda}"
         policy = tuple(sorted(cfg.model_dump(mode="json", exclude={"cache_dir", "keep_workdir", "timeout_s",
                                                                    "build_timeout_s", "require_sandbox",
-                                                                   "stored_reference_max_age_s"}).items(),
+                                                                   "stored_reference_max_age_s",
+                                                                   "clean_reference_reuse_s"}).items(),
                               key=lambda kv: kv[0]))
         self.cache_key = TaskKey.of(source, f"{self.backend}:{model}", runtime, tuple(map(str, policy)))
         return self.cache_key

@@ -144,15 +144,15 @@ def reference_model(ctx: RunContext, module, init_seed: int, shared: bool):
     return copy.deepcopy(init_inputs), model.to(ctx.device), state
 
 
-def add_harness_parts(ctx: RunContext, report: CallReport) -> None:
-    """The worker's own seconds for the parts of a trial, added up in `stage_s` as `trial.<part>` (where a
-    correctness trial's time goes inside the worker; a diagnostic the candidate's process writes, so only the known
-    parts, as finite seconds within the stage's own length, and never judged)."""
+def add_harness_parts(ctx: RunContext, report: CallReport, prefix: str = "trial") -> None:
+    """The worker's own seconds for the parts of a trial (or of a timing round it audited), added up in `stage_s` as
+    `<prefix>.<part>` (where a call's time goes inside the worker; a diagnostic the candidate's process writes, so
+    only the known parts, as finite seconds within the stage's own length, and never judged)."""
     stage_s = ctx.verdict.stage_s
     for part in HARNESS_PARTS:
         x = report.harness_s.get(part)
         if isinstance(x, (int, float)) and 0.0 <= x <= ctx.cfg.timeout_s:
-            stage_s[f"trial.{part}"] = round(stage_s.get(f"trial.{part}", 0.0) + float(x), 4)
+            stage_s[f"{prefix}.{part}"] = round(stage_s.get(f"{prefix}.{part}", 0.0) + float(x), 4)
 
 
 def _input_bytes(ctx: RunContext, module, seed: int, ref_out) -> int:

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import statistics
 
-from musacoder.judge.baseline import BaselineError, clean_reference_ms, compile_baseline_ms, store_figure, stored_figure
+from musacoder.judge.baseline import (BaselineError, clean_reference_ms, compile_baseline_ms, recent_figure,
+                                     remember_figure, store_figure, stored_figure)
 from musacoder.judge.inputs import seed_for
 from musacoder.judge.messages import OutputsReply, TakeOutputsRequest, TimeReply, TimeRequest
 from musacoder.judge.sandbox import WorkerDied, WorkerStartFailed, WorkerTimeout
 from musacoder.judge.slots import HOST_HOLD_BYTES, give_back_cached
 from musacoder.judge.stages import rpc
 from musacoder.judge.stages.context import RunContext, Stop, TimedInputs
-from musacoder.judge.stages.correctness import judge_trial, reference_case
+from musacoder.judge.stages.correctness import add_harness_parts, judge_trial, reference_case
 from musacoder.judge.stages.runtime import call_violations, memory_violations_of
 from musacoder.judge.stopping import StoppingRule, speedup_interval
 from musacoder.records import Timing
@@ -114,6 +115,8 @@ def _time_once(ctx: RunContext) -> tuple[Timing, Timing, tuple[float, float]]:
         # the loop ends at its budget at the latest, then one more audited round: a candidate call or two past it
         limit = ctx.call_limit(extra_s=cfg.time_budget_s * 2 + cfg.call_limit_factor * ctx.ref_forward_s)
         rep = rpc.ask(ctx, request, limit, TimeReply, "timing")
+    for audit in rep.audits.values():  # where the exclusive window goes besides the timed rounds
+        add_harness_parts(ctx, audit.report, "timing.audit")
     _judge_rounds(ctx, rep)
     # Re-check the audited rounds (secretly chosen profiled ones plus the final one) and the checked timed rounds
     # against the reference; the outputs were kept in the worker and are fetched with the device shared again.
@@ -216,11 +219,18 @@ def clean_reference(ctx: RunContext) -> None:
     flush = ctx.flush_bytes
     name = ("clean_reference", ctx.device, timed.input_sets, timed.perturb, cfg.warmup, repeats, flush)
 
-    def measure() -> tuple[list[float], float | None]:
-        """(ms, age in seconds of a stored figure, None when timed now)."""
-        stored = ctx.task_key().digest(*name) if cfg.stored_reference_max_age_s else None
-        if stored and (got := stored_figure(cfg.cache_dir, stored, repeats, cfg.stored_reference_max_age_s)):
-            return got
+    def measure() -> tuple[list[float], str | None]:
+        """(ms, where a figure measured earlier came from: None when timed now)."""
+        key = ctx.task_key().digest(*name)
+        recent = cfg.clean_reference_reuse_s if ctx.cache is not None else 0
+        if recent and (got := recent_figure(key, repeats, recent)):
+            return got[0], (f"the clean reference's timing was reused from an earlier batch {got[1]:.0f} s ago "
+                            "(clean_reference_reuse_s)")
+        stored = cfg.stored_reference_max_age_s
+        if stored and (got := stored_figure(cfg.cache_dir, key, repeats, stored)):
+            remember_figure(key, got[0])
+            return got[0], (f"the clean reference's timing was reused from a run {got[1] / 60:.0f} min ago "
+                            "(stored_reference_max_age_s)")
         with ctx.stage("worker_stop"):  # the candidate's worker gone, its memory back, before the device is timed
             ctx.lease.wait_gone()
         ms = clean_reference_ms(
@@ -228,15 +238,15 @@ def clean_reference(ctx: RunContext) -> None:
             master_seed=timed.master_seed, input_sets=timed.input_sets, warmup=cfg.warmup, repeats=repeats,
             perturb=timed.perturb, reap=ctx.lease.end_after, flush_bytes=flush,
             hold=_holds(ctx, "clean_reference", "clean_reference_start"), worker=lambda: rpc.reference_worker(ctx))
+        remember_figure(key, ms)
         if stored:
-            store_figure(cfg.cache_dir, stored, ms, {"task": ctx.task.key, "entry": list(name)})
+            store_figure(cfg.cache_dir, key, ms, {"task": ctx.task.key, "entry": list(name)})
         return ms, None
 
     try:
-        ms, age = ctx.cached(name, measure, wait_stage="clean_reference_reuse")
-        if age is not None:
-            v.flags.append(f"the clean reference's timing was reused from a run {age / 60:.0f} min ago "
-                           "(stored_reference_max_age_s)")
+        ms, earlier = ctx.cached(name, measure, wait_stage="clean_reference_reuse")
+        if earlier:
+            v.flags.append(earlier)
     except (BaselineError, WorkerTimeout, WorkerDied, WorkerStartFailed) as e:
         v.flags.append(f"the reference was not re-timed in a clean worker ({str(e).splitlines()[0][:160]}); "
                        "the figure from the candidate's worker is used")

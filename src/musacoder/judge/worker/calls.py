@@ -51,10 +51,54 @@ def _load_weights(torch, model, ref_sd: dict) -> list[str]:
 
 
 def _reference(worker, init_inputs, state_dict, seed: int):
+    """The reference with the trusted side's weights, on the worker's device. Where the state dict holds every tensor
+    of the model, it is made on the meta device and filled from the state dict on the device (`_from_state`), not
+    initialised on the host first: the same model, without seconds of host work for a large one's random init."""
+    ref = _from_state(worker.torch, worker.task_module.Model, init_inputs, state_dict, worker.device)
+    if ref is not None:
+        return ref
     worker.torch.manual_seed(seed)
     ref = worker.task_module.Model(*init_inputs)
     ref.load_state_dict(state_dict)
     return ref.to(worker.device)
+
+
+def _from_state(torch, model_cls, init_inputs, state_dict: dict, device: str):
+    """`model_cls(*init_inputs)` made on the meta device, its storage allocated on `device` and filled from
+    `state_dict`; None wherever that could differ from making it on the host and loading the state dict (the
+    constructor fails on meta tensors, a tensor of the model is not a parameter or buffer the state dict holds, such
+    as a non-persistent buffer or a plain tensor attribute)."""
+    try:
+        with torch.device("meta"):
+            model = model_cls(*init_inputs)
+    except Exception:  # noqa: BLE001 - a constructor that needs real values
+        return None
+    if not isinstance(model, torch.nn.Module):
+        return None
+    held = [n for n, _ in model.named_parameters(remove_duplicate=False)] + \
+        [n for n, _ in model.named_buffers(remove_duplicate=False)]
+    if sorted(held) != sorted(state_dict) or any(_holds_tensor(torch, m) for m in model.modules()):
+        return None
+    # `to_empty` would allocate through the meta tensors' Python refs, whose first use imports seconds of sympy
+    model._apply(lambda t: torch.empty_strided(tuple(t.size()), tuple(t.stride()), dtype=t.dtype, device=device))
+    model.load_state_dict(state_dict)
+    return model
+
+
+def _holds_tensor(torch, module, depth: int = 3) -> bool:
+    """Whether a module keeps a tensor outside its parameters and buffers (in an attribute, a list, a dict)."""
+    def has(x, d: int) -> bool:
+        if isinstance(x, torch.Tensor):
+            return True
+        if d <= 0:
+            return False
+        if isinstance(x, (list, tuple, set)):
+            return any(has(y, d - 1) for y in x)
+        if isinstance(x, dict):
+            return any(has(y, d - 1) for y in x.values())
+        return False
+
+    return any(has(x, depth) for k, x in vars(module).items() if k not in ("_parameters", "_buffers", "_modules"))
 
 
 def handle_trial(worker, req: messages.TrialRequest) -> dict:
