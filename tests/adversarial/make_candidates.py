@@ -118,6 +118,36 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return kit.relu_fwd(x)
 ''',
+    # passes no static rule either (its test switches them off): honest through the correctness trials, then, once
+    # only timing rounds are left, it lowers fp32 matmul precision for every later call in its process (the
+    # reference's included) and leaves it so; the global-state check after the timing must see it
+    "global_state_changed_while_timed": '''
+_calls = [0]
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        _calls[0] += 1
+        if _calls[0] > 8:  # past the correctness trials of its worker
+            torch.set_float32_matmul_precision("medium")
+        return kit.relu_fwd(x)
+''',
+    # passes no static rule (its test switches them off): a kernel for aten::sin registered with the dispatcher from
+    # Python in a middle correctness trial and kept; the dispatcher is digested after a worker's first and last trials
+    "dispatcher_registered_mid_trials": '''
+_calls = [0]
+_kept = []
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        _calls[0] += 1
+        if _calls[0] == 3:
+            lib = torch.library.Library("aten", "IMPL")
+            lib.impl("sin", lambda t: t, "CPU")
+            _kept.append(lib)
+        return kit.relu_fwd(x)
+''',
     "pytorch_fallback": '''
 class ModelNew(nn.Module):
     def forward(self, x):

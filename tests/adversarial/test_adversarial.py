@@ -262,6 +262,27 @@ def test_a_reference_slowed_in_the_candidates_process_earns_nothing(monkeypatch)
 
 
 @pytest.mark.slow
+def test_a_dispatcher_registration_made_in_a_middle_trial_is_seen(monkeypatch):
+    """The dispatcher's digest (the costly part of the global-state check) runs after a worker's first and last
+    correctness trials; a kernel registered in a middle one and kept is seen at the last."""
+    _static_rules_off(monkeypatch)
+    v = verify(RELU, (CANDS / "dispatcher_registered_mid_trials.py").read_text(), backend="cpu", config=CFG)
+    assert v.status == "illegal" and "dispatcher for aten::sin" in _text(v), _text(v)
+
+
+@pytest.mark.slow
+def test_global_state_changed_only_while_timed_is_illegal(monkeypatch):
+    """Honest through the correctness trials, then it lowers fp32 matmul precision in its process from the first
+    timing round on (the static rules, which reject the call outright, switched off here). The timing's audited
+    rounds leave the global-state check to one read after the last round, with the device shared again; that read
+    must see it."""
+    _static_rules_off(monkeypatch)
+    v = verify(RELU, (CANDS / "global_state_changed_while_timed.py").read_text(), backend="cpu", config=CFG)
+    assert v.status == "illegal" and "while timed: float32 matmul precision changed" in _text(v), _text(v)
+    assert v.stages.get("correctness") == "ok"
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("tau", [1.0, 1.25])
 def test_an_honest_speedup_counts_the_reference_beside_it_at_most_tau_times_the_clean_figure(tau):
     """The reference is timed beside the candidate and again in a fresh reference-only worker; the one beside it

@@ -70,7 +70,9 @@ class InitRequest(Request):
 
 @dataclass(frozen=True)
 class TrialRequest(Request):
-    """One profiled correctness call on inputs made in the worker from `seed` and `perturb`."""
+    """One profiled correctness call on inputs made in the worker from `seed` and `perturb`. `dispatcher_check`: the
+    global-state check after the call also digests PyTorch's dispatcher (every operator's kernels: the costly part,
+    asked for after a worker's first and last trials, so a registration that outlives a call is seen)."""
 
     op: ClassVar[str] = "trial"
     seed: int
@@ -78,6 +80,7 @@ class TrialRequest(Request):
     profile: bool = True
     ipc: bool = False
     expect: Any = None  # the reference's output spec (`inputs.output_spec`)
+    dispatcher_check: bool = True
 
 
 @dataclass(frozen=True)
@@ -123,11 +126,14 @@ class TimeRequest(Request):
 
 @dataclass(frozen=True)
 class TakeOutputsRequest(Request):
-    """The outputs the worker kept from the given timed rounds (None: all it kept)."""
+    """The outputs the worker kept from the given timed rounds (None: all it kept); with `state_check`, also what
+    changed in the process's global state since before candidate code (`HarnessGuard.changes`), read once after the
+    timing rather than after each audited round inside it."""
 
     op: ClassVar[str] = "take_outputs"
     ipc: bool = False
     rounds: list[int] | None = None
+    state_check: bool = False
 
 
 @dataclass(frozen=True)
@@ -279,6 +285,7 @@ class TimeReply(Reply):
 
 class OutputsReply(Reply):
     outputs: Any = None
+    global_state: list[str] = []
 
 
 class ProbeReply(Reply):

@@ -88,7 +88,8 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
         if i == 0 and label == 0:  # the task's own footprint: the memory budget and the call limits
             ctx.task_bytes = weight_bytes + nbytes(ref_out) + _input_bytes(ctx, module, seed, ref_out)
         with ctx.stage("correctness.calls"):
-            reply = rpc.ask(ctx, TrialRequest(seed=seed, perturb=perturb, profile=True, ipc=ctx.ipc, expect=expect),
+            reply = rpc.ask(ctx, TrialRequest(seed=seed, perturb=perturb, profile=True, ipc=ctx.ipc, expect=expect,
+                                              dispatcher_check=i in (0, len(plan) - 1)),
                             ctx.call_limit(first=i == 0), TrialReply, "correctness", sb)
             outputs = rpc.received(ctx, reply.outputs, sb)
         if i == 0 and label == 0:

@@ -158,11 +158,19 @@ def _recheck(ctx: RunContext, master_t: int, perturb: str | None,
     violations `illegal`. Returns the candidate's and the reference's timings."""
     v, module, ref_model = ctx.verdict, ctx.module, ctx.correctness.ref_model
     rounds = sorted(list(rep.audits.items()) + list(rep.checks.items()), key=lambda rc: rc[0])
-    for r, audit in rounds:
+    for k, (r, audit) in enumerate(rounds or [(None, None)]):
         with ctx.stage("recheck.outputs"):
-            taken = rpc.ask(ctx, TakeOutputsRequest(ipc=ctx.ipc, rounds=[r]), ctx.cfg.timeout_s, OutputsReply,
-                            "timing")
+            taken = rpc.ask(ctx, TakeOutputsRequest(ipc=ctx.ipc, rounds=[] if r is None else [r], state_check=k == 0),
+                            ctx.cfg.timeout_s, OutputsReply, "timing")
             outputs = rpc.received(ctx, taken.outputs)
+        if k == 0 and taken.global_state:  # read once, after the last timed round, with the device shared again
+            v.violations = list(dict.fromkeys(v.violations + [f"forward changed global state while timed: {c}"
+                                                              for c in taken.global_state]))
+            v.legal = False
+            v.stages["timing"] = "failed"
+            raise Stop("illegal")
+        if r is None:
+            break
         if not isinstance(outputs, dict):
             v.stages["timing"] = "error"
             v.error = "the candidate's worker returned the kept outputs in a malformed reply"

@@ -112,7 +112,7 @@ def handle_trial(worker, req: messages.TrialRequest) -> dict:
     t2 = time.perf_counter()
     try:
         out, report = worker.forward(inputs, profile=req.profile, seed=req.seed, perturb=req.perturb,
-                                     expect=req.expect)
+                                     expect=req.expect, dispatcher_check=req.dispatcher_check)
     except CandidateError as e:
         return candidate_error(e.error, "forward")
     del inputs

@@ -137,11 +137,13 @@ class Worker:
         return out
 
     def forward(self, args, profile: bool, seed: int | None = None, perturb: str | None = None, expect=None,
-                exact: bool = True):
+                exact: bool = True, check_state: bool = True, dispatcher_check: bool = True):
         """One candidate call on `args` (the inputs made for this trial or round, never seen by anything else);
         returns (outputs, report dict), the outputs None where they are not what `expect` (the reference's
         `output_spec`) allows. Raises `CandidateError` for what the candidate's code raised; anything else raised here
-        is the harness's."""
+        is the harness's. `check_state` off: the global-state check (`HarnessGuard.changes`) is left to the caller's
+        request (the timing's audited rounds: it runs once after the timing, with the device shared again);
+        `dispatcher_check` off leaves the dispatcher's digest out of it (`TrialRequest.dispatcher_check`)."""
         from musacoder.judge.inputs import make_inputs, output_problem
 
         self.sync()
@@ -157,9 +159,10 @@ class Worker:
         parts["call"] = time.perf_counter() - t0 - parts.get("events", 0.0)
         report["launches"] = self.launches() - launches0
         report["device_mem_peak"] = self.device_mem_peak()
-        t1 = time.perf_counter()
-        report["global_state"] = self.guard.changes()
-        parts["guard"] = time.perf_counter() - t1
+        if check_state:
+            t1 = time.perf_counter()
+            report["global_state"] = self.guard.changes(dispatcher=dispatcher_check)
+            parts["guard"] = time.perf_counter() - t1
         report["py_threads_added"] = thread_count() - py_threads
         report["native_threads_added"] = native_threads() - threads
         report["device_clocks"] = sorted(self.device_clocks)

@@ -66,12 +66,13 @@ class HarnessGuard:
         self.moved.update(moved)
         return bool(moved)
 
-    def changes(self) -> list[str]:
-        """What changed since the snapshot, one sentence each (empty before any snapshot)."""
+    def changes(self, dispatcher: bool = True) -> list[str]:
+        """What changed since the snapshot, one sentence each (empty before any snapshot); `dispatcher` off leaves
+        out the dispatcher's digest (`_dispatcher`, most of the check's time)."""
         before = self.state0
         if before is None:
             return []
-        now = global_state(self.torch, before.get("dispatcher"))
+        now = global_state(self.torch, before.get("dispatcher"), dispatcher=dispatcher)
         out = [f"{k} changed from {before[k]} to {now[k]}" for k in before
                if now[k] != before[k] and k not in ("environment", "dispatcher", "allocators")]
         swapped = sorted(k for k, a in before.get("allocators", {}).items() if a and now.get("allocators", {}).get(k) != a)
@@ -85,7 +86,7 @@ class HarnessGuard:
                        "classes and functions, the verifier's own, the interpreter's hooks and mode stacks may not be "
                        "patched)")
         redone = sorted(op for op, (_, h) in before.get("dispatcher", {}).items()
-                        if now.get("dispatcher", {}).get(op, (None, None))[1] != h)
+                        if now.get("dispatcher", {}).get(op, (None, None))[1] != h) if dispatcher else []
         if redone:
             out.append(f"kernels registered with PyTorch's dispatcher for {', '.join(redone[:5])} (a registration "
                        "changes what that op does for every caller in the process, the harness and the reference "
@@ -97,13 +98,14 @@ class HarnessGuard:
         return out
 
 
-def global_state(torch, dispatcher_before: dict | None = None) -> dict:
+def global_state(torch, dispatcher_before: dict | None = None, dispatcher: bool = True) -> dict:
     """Process-wide settings a candidate could change to slow the reference or alter its numerics
-    (`dispatcher_before`: an earlier reading's dispatcher digests, which spare the unchanged operators' filtering)."""
+    (`dispatcher_before`: an earlier reading's dispatcher digests, which spare the unchanged operators' filtering;
+    `dispatcher` off: no dispatcher digest)."""
     return {"intra-op threads": torch.get_num_threads(), "inter-op threads": torch.get_num_interop_threads(),
             "default dtype": str(torch.get_default_dtype()), "grad mode": torch.is_grad_enabled(),
             "float32 matmul precision": torch.get_float32_matmul_precision(), **scheduling(),
-            "environment": _environment(), "dispatcher": _dispatcher(torch, dispatcher_before),
+            "environment": _environment(), "dispatcher": _dispatcher(torch, dispatcher_before) if dispatcher else {},
             "allocators": _allocators(torch)}
 
 

@@ -92,7 +92,8 @@ class _TimedRun:
 
         self.timer.flush()  # the profiler's device time is taken from the L2 state the timed rounds start from
         out, report = self.worker.forward(args, profile=True, seed=seed_for(self.req.master_seed, r),
-                                          perturb=self.req.perturb, expect=self.req.expect, exact=False)
+                                          perturb=self.req.perturb, expect=self.req.expect, exact=False,
+                                          check_state=False)  # once after the timing (`take_outputs`)
         self.audit_out[r] = {"report": report}
         self.worker.held[r] = self.keep(out)
 
@@ -199,6 +200,7 @@ def handle_take_outputs(worker, req: messages.TakeOutputsRequest) -> dict:
     from musacoder.judge.inputs import to_cpu
 
     held = worker.held
+    state = {"global_state": worker.guard.changes()} if req.state_check else {}
     picked = {r: held.pop(r) for r in (list(held) if req.rounds is None else req.rounds) if r in held}
     if req.ipc:
         from musacoder.judge import ipc as cuda_ipc
@@ -206,9 +208,9 @@ def handle_take_outputs(worker, req: messages.TakeOutputsRequest) -> dict:
         picked = {r: _to_device(o, worker.device) for r, o in picked.items()}
         worker.last_outputs = picked
         return {"ok": True, "outputs": {r: to_cpu(cuda_ipc.export_outputs(o, worker.exports)) if o is not None
-                                        else None for r, o in picked.items()}}
+                                        else None for r, o in picked.items()}, **state}
     worker.last_outputs = picked
-    return {"ok": True, "outputs": {r: to_cpu(o) if o is not None else None for r, o in picked.items()}}
+    return {"ok": True, "outputs": {r: to_cpu(o) if o is not None else None for r, o in picked.items()}, **state}
 
 
 def handle_time_reference(worker, req: messages.TimeReferenceRequest) -> dict:
