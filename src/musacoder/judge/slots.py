@@ -144,6 +144,17 @@ class DeviceSlots:
                     self._alone.discard(dev)
                 self._cv.notify_all()
 
+    def try_reserve(self, dev: str, need_bytes: int) -> contextlib.ExitStack | None:
+        """`reserve` without waiting: the reservation (closed by the caller, from any thread), or None when
+        `need_bytes` does not fit beside the others' now or a verification holds the device alone."""
+        with self._cv:  # a re-entrant lock: `reserve` takes it again, and nothing moves in between
+            if dev in self._alone or not self._fits(dev, need_bytes) or (self._reserved.get(dev, 0) == 0 and need_bytes
+                                                                          > (self.capacity(dev) or need_bytes)):
+                return None
+            stack = contextlib.ExitStack()
+            stack.enter_context(self.reserve(dev, need_bytes))
+            return stack
+
     def _can_take(self, dev: str, exclusive: bool) -> bool:
         if dev in self._exclusive:
             return False

@@ -135,6 +135,22 @@ class TaskCache:
             with self._lock:
                 self.hits += 1
             return pending.value, True
+        return self._compute(full, pending, compute, size), False
+
+    def claim(self, key: TaskKey, name: Hashable, compute: Callable[[], Any],
+              size: Callable[[Any], int] = lambda _v: 0) -> bool:
+        """Compute the entry `name` of `key` here, as `get` would, unless it is kept or being computed already (then
+        return False at once, without waiting): work started ahead of the candidates that will ask for it."""
+        full = (key, self.generation, name)
+        with self._lock:
+            if full in self._entries or full in self._pending:
+                return False
+            pending = self._pending[full] = _Pending()
+            self.misses += 1
+        self._compute(full, pending, compute, size)
+        return True
+
+    def _compute(self, full: tuple, pending: _Pending, compute: Callable[[], Any], size: Callable[[Any], int]) -> Any:
         try:
             value = compute()
         except BaseException as e:
@@ -148,7 +164,7 @@ class TaskCache:
         with self._lock:
             self._pending.pop(full, None)
         pending.done.set()
-        return value, False
+        return value
 
     def _keep(self, full: tuple, value: Any, nbytes: int) -> None:
         with self._lock:

@@ -5,14 +5,16 @@ in a clean reference-only worker (`clean_reference`). The timing method itself i
 
 from __future__ import annotations
 
+import contextlib
 import statistics
+import threading
 
 from musacoder.judge.baseline import (BaselineError, clean_reference_ms, compile_baseline_ms, recent_figure,
                                      remember_figure, store_figure, stored_figure)
 from musacoder.judge.inputs import seed_for
 from musacoder.judge.messages import OutputsReply, TakeOutputsRequest, TimeReply, TimeRequest
 from musacoder.judge.sandbox import WorkerDied, WorkerStartFailed, WorkerTimeout
-from musacoder.judge.slots import HOST_HOLD_BYTES, give_back_cached
+from musacoder.judge.slots import DEVICE_SLOTS, HOST_HOLD_BYTES, WORKER_FIXED, give_back_cached
 from musacoder.judge.stages import rpc
 from musacoder.judge.stages.context import RunContext, Stop, TimedInputs
 from musacoder.judge.stages.correctness import add_harness_parts, judge_trial, reference_case
@@ -118,6 +120,7 @@ def _time_once(ctx: RunContext) -> tuple[Timing, Timing, tuple[float, float]]:
     for audit in rep.audits.values():  # where the exclusive window goes besides the timed rounds
         add_harness_parts(ctx, audit.report, "timing.audit")
     _judge_rounds(ctx, rep)
+    start_clean_reference(ctx)  # the task's first timed candidate: it queues among the others' timings
     # Re-check the audited rounds (secretly chosen profiled ones plus the final one) and the checked timed rounds
     # against the reference; the outputs were kept in the worker and are fetched with the device shared again.
     with ctx.stage("recheck", "shared"):
@@ -214,42 +217,26 @@ def clean_reference(ctx: RunContext) -> None:
     """After the candidate's worker is gone (killed and reaped, its memory back), within the verification's
     device reservation: the eager reference timed again in a fresh reference-only worker, `cap_repeats` rounds on
     inputs drawn as the candidate's timed rounds were (the same distribution and sets; with a shared task cache, the
-    first candidate's inputs, the figure then reused by every candidate of the task). The lower of that and the
-    candidate's worker's figure is the speedup's reference, so a reference slowed by whatever the candidate left in
-    its process (allocator, threads, scheduling, patched functions) earns nothing, while the interleaved figure,
-    which cancels drift, is kept when it is the lower. A worker that cannot give the figure leaves the interleaved
-    one, flagged."""
-    v, cfg, w, timed = ctx.verdict, ctx.cfg, ctx.weights, ctx.timed_with
+    first candidate's inputs, the figure then reused by every candidate of the task, and usually started right after
+    that candidate's timing, `start_clean_reference`). The lower of that and the candidate's worker's figure is the
+    speedup's reference, so a reference slowed by whatever the candidate left in its process (allocator, threads,
+    scheduling, patched functions) earns nothing, while the interleaved figure, which cancels drift, is kept when it
+    is the lower. A worker that cannot give the figure leaves the interleaved one, flagged."""
+    v, cfg = ctx.verdict, ctx.cfg
     ref = v.reference_timing
-    if not cfg.clean_reference or v.stages.get("timing") != "ok" or ref is None:
+    entry = _clean_entry(ctx)
+    if entry is None or v.stages.get("timing") != "ok" or ref is None:
         return
-    repeats = max(cfg.repeats, cfg.cap_repeats)
-    flush = ctx.flush_bytes
-    name = ("clean_reference", ctx.device, timed.input_sets, timed.perturb, cfg.warmup, repeats, flush)
+    name, repeats = entry
 
     def measure() -> tuple[list[float], str | None]:
         """(ms, where a figure measured earlier came from: None when timed now)."""
-        key = ctx.task_key().digest(*name)
-        recent = cfg.clean_reference_reuse_s if ctx.cache is not None else 0
-        if recent and (got := recent_figure(key, repeats, recent)):
-            return got[0], (f"the clean reference's timing was reused from an earlier batch {got[1]:.0f} s ago "
-                            "(clean_reference_reuse_s)")
-        stored = cfg.stored_reference_max_age_s
-        if stored and (got := stored_figure(cfg.cache_dir, key, repeats, stored)):
-            remember_figure(key, got[0])
-            return got[0], (f"the clean reference's timing was reused from a run {got[1] / 60:.0f} min ago "
-                            "(stored_reference_max_age_s)")
+        if earlier := _earlier_figure(ctx, name, repeats):
+            return earlier
         with ctx.stage("worker_stop"):  # the candidate's worker gone, its memory back, before the device is timed
             ctx.lease.wait_gone()
-        ms = clean_reference_ms(
-            ctx.task, ctx.device, cfg, state=w.state, init_inputs=w.init_inputs, seed=w.seed,
-            master_seed=timed.master_seed, input_sets=timed.input_sets, warmup=cfg.warmup, repeats=repeats,
-            perturb=timed.perturb, reap=ctx.lease.end_after, flush_bytes=flush,
-            hold=_holds(ctx, "clean_reference", "clean_reference_start"), worker=lambda: rpc.reference_worker(ctx))
-        remember_figure(key, ms)
-        if stored:
-            store_figure(cfg.cache_dir, key, ms, {"task": ctx.task.key, "entry": list(name)})
-        return ms, None
+        hold = _holds(ctx, "clean_reference", "clean_reference_start")
+        return _time_clean(ctx, name, repeats, ctx.lease.end_after, hold), None
 
     try:
         ms, earlier = ctx.cached(name, measure, wait_stage="clean_reference_reuse")
@@ -273,6 +260,83 @@ def clean_reference(ctx: RunContext) -> None:
         v.speedup_vs_eager = ratio(cap, v.runtime_ms)
         if cfg.baseline == "eager":
             v.speedup = v.speedup_vs_eager
+
+
+def start_clean_reference(ctx: RunContext) -> None:
+    """Right after the first candidate of a task is timed (before its re-check): the task's clean reference (`clean_reference`) started in
+    a thread of its own, with a device reservation of its own for the reference-only worker, so it queues for the
+    device among the other candidates' timings instead of after this candidate's re-check and worker's end, and the
+    task's candidates do not wait for it at their end. Only where the per-task cache shares it, no earlier figure is
+    there to reuse, and its memory fits now (else the first candidate times it at its end, as before)."""
+    entry = _clean_entry(ctx)
+    if entry is None or ctx.cache is None or ctx.alone:
+        return
+    name, repeats = entry
+    if _earlier_figure(ctx, name, repeats):
+        return
+    need = ctx.fp.worker if ctx.fp else WORKER_FIXED
+    reservation = DEVICE_SLOTS.try_reserve(ctx.device, need if ctx.device_pool.startswith(("cuda", "musa")) else 0)
+    if reservation is None:
+        return
+    key, cache = ctx.task_key(), ctx.cache
+
+    def hold(slot: str):
+        return contextlib.nullcontext() if slot == "start" else DEVICE_SLOTS.hold(ctx.device, slot == "exclusive")
+
+    def run() -> None:
+        workers: list[threading.Event] = []
+        try:
+            cache.claim(key, name, lambda: (_time_clean(ctx, name, repeats, workers.append, hold), None))
+        except Exception:  # noqa: BLE001 - the waiters get the error (`TaskCache.get`) and flag it
+            pass
+        finally:
+            for gone in workers:  # the reservation lasts until the reference-only worker is gone
+                gone.wait()
+            reservation.close()
+
+    threading.Thread(target=run, name="musacoder-clean-reference", daemon=True).start()
+
+
+def _clean_entry(ctx: RunContext) -> tuple[tuple, int] | None:
+    """(the clean reference's entry in the per-task cache, its timed rounds), None where it is not timed."""
+    cfg, timed = ctx.cfg, ctx.timed_with
+    if not cfg.clean_reference or timed is None:
+        return None
+    repeats = max(cfg.repeats, cfg.cap_repeats)
+    return ("clean_reference", ctx.device, timed.input_sets, timed.perturb, cfg.warmup, repeats, ctx.flush_bytes), repeats
+
+
+def _earlier_figure(ctx: RunContext, name: tuple, repeats: int) -> tuple[list[float], str] | None:
+    """A clean reference figure measured before for this task key: by this process in an earlier batch
+    (`clean_reference_reuse_s`, where the task cache shares reference work) or stored by an earlier run (opted in:
+    `stored_reference_max_age_s`), with the flag that says so."""
+    cfg, key = ctx.cfg, ctx.task_key().digest(*name)
+    recent = cfg.clean_reference_reuse_s if ctx.cache is not None else 0
+    if recent and (got := recent_figure(key, repeats, recent)):
+        return got[0], (f"the clean reference's timing was reused from an earlier batch {got[1]:.0f} s ago "
+                        "(clean_reference_reuse_s)")
+    stored = cfg.stored_reference_max_age_s
+    if stored and (got := stored_figure(cfg.cache_dir, key, repeats, stored)):
+        remember_figure(key, got[0])
+        return got[0], (f"the clean reference's timing was reused from a run {got[1] / 60:.0f} min ago "
+                        "(stored_reference_max_age_s)")
+    return None
+
+
+def _time_clean(ctx: RunContext, name: tuple, repeats: int, reap, hold) -> list[float]:
+    """The clean reference timed now in a reference-only worker (`baseline.clean_reference_ms`), kept for later
+    batches of this process and, opted in, stored for later runs."""
+    cfg, w, timed = ctx.cfg, ctx.weights, ctx.timed_with
+    ms = clean_reference_ms(
+        ctx.task, ctx.device, cfg, state=w.state, init_inputs=w.init_inputs, seed=w.seed,
+        master_seed=timed.master_seed, input_sets=timed.input_sets, warmup=cfg.warmup, repeats=repeats,
+        perturb=timed.perturb, reap=reap, flush_bytes=ctx.flush_bytes, hold=hold,
+        worker=lambda: rpc.reference_worker(ctx))
+    key = ctx.task_key().digest(*name)
+    remember_figure(key, ms)
+    if cfg.stored_reference_max_age_s:
+        store_figure(cfg.cache_dir, key, ms, {"task": ctx.task.key, "entry": list(name)})
+    return ms
 
 
 def _holds(ctx: RunContext, timed: str, shared: str):
