@@ -317,7 +317,6 @@ def _earlier_figure(ctx: RunContext, name: tuple, repeats: int) -> tuple[list[fl
                         "(clean_reference_reuse_s)")
     stored = cfg.stored_reference_max_age_s
     if stored and (got := stored_figure(cfg.cache_dir, key, repeats, stored)):
-        remember_figure(key, got[0])
         return got[0], (f"the clean reference's timing was reused from a run {got[1] / 60:.0f} min ago "
                         "(stored_reference_max_age_s)")
     return None
