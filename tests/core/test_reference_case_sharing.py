@@ -77,10 +77,12 @@ def test_the_task_s_candidates_share_one_initialisation_of_the_reference_model()
     module = load_module(task)
     seed = seed_for(first.master_seed, 0, 0)
     assert seed == seed_for(second.master_seed, 0, 0)  # one task, one secret
-    _, m1, state1 = reference_model(first, module, seed, shared=True)
+    _, build1, state1 = reference_model(first, module, seed, shared=True)
+    m1 = build1()
     before = {k: t.clone() for k, t in state1.items()}
     m1.bn(torch.randn(16, m1.linear.out_features) * 5 + 3)  # train mode: the running statistics move
-    _, m2, state2 = reference_model(second, module, seed, shared=True)
+    _, build2, state2 = reference_model(second, module, seed, shared=True)
+    m2 = build2()
     assert len(module.INITS) == 1 and not first.verdict.reference_reused and second.verdict.reference_reused
     assert m2 is not m1 and m2.linear.weight.data_ptr() != m1.linear.weight.data_ptr()
     assert all(torch.equal(m2.state_dict()[k], before[k]) for k in before)

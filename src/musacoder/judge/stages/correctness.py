@@ -8,9 +8,12 @@ The worker makes the same inputs from the same seed; it never sees a reference o
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import threading
 import time
+from concurrent.futures import Future, wait
 
 import torch
 
@@ -69,13 +72,20 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
     v, cfg, device = ctx.verdict, ctx.cfg, ctx.device
     init_seed = seed_for(ctx.master_seed, 0, label)
     with ctx.stage("correctness.weights"):
-        init_inputs, ref_model, state = reference_model(ctx, module, init_seed, shared=label == 0)
+        init_inputs, build, state = reference_model(ctx, module, init_seed, shared=label == 0)
         if label == 0:
             ctx.weights = ReferenceWeights(state, init_inputs, init_seed)
-        ctx.precision_models = precision_models(ctx, ref_model)
-    with ctx.stage("correctness.init"):
-        init = rpc.ask(ctx, InitRequest(init_inputs=init_inputs, state_dict=state, seed=init_seed, device=device,
-                                        release_memory=ctx.large), cfg.timeout_s, InitReply, "correctness", sb)
+    # the reference on the device and its precision yardsticks are made here while the worker makes its models
+    models = _in_background(lambda: _device_models(ctx, build))
+    try:
+        with ctx.stage("correctness.init"):
+            init = rpc.ask(ctx, InitRequest(init_inputs=init_inputs, state_dict=state, seed=init_seed, device=device,
+                                            release_memory=ctx.large), cfg.timeout_s, InitReply, "correctness", sb)
+    except BaseException:
+        wait([models])  # its device memory is given back with the attempt's; its own error, if any, is not this one
+        raise
+    with ctx.stage("correctness.weights"):  # what of it the worker's init did not hide
+        ref_model, ctx.precision_models = models.result()
     got = Correctness(ref_model, [], notes=list(init.notes))
     weight_bytes = nbytes(list(state.values()))
     for i, asked in enumerate(plan):
@@ -107,9 +117,31 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
     return got
 
 
+def _in_background(fn) -> Future:
+    """`fn()` in a thread of its own, on the calling thread's current CUDA stream (the verification's)."""
+    done: Future = Future()
+    stream = torch.cuda.current_stream() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+
+    def run() -> None:
+        try:
+            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                done.set_result(fn())
+        except BaseException as e:  # noqa: BLE001 - handed to the caller by `result()`
+            done.set_exception(e)
+
+    threading.Thread(target=run, name="musacoder-reference-models", daemon=True).start()
+    return done
+
+
+def _device_models(ctx: RunContext, build):
+    """(the reference model on the verification's device, its precision yardstick models)."""
+    ref_model = build()
+    return ref_model, precision_models(ctx, ref_model)
+
+
 def reference_model(ctx: RunContext, module, init_seed: int, shared: bool):
-    """(init inputs, the reference model on the verification's device, its weights on the host), made from
-    `init_seed` on the host, where the seeded initialisation is the same on every device. With `shared` and a task
+    """(init inputs, a function that makes the reference model on the verification's device, its weights on the
+    host), made from `init_seed` on the host, where the seeded initialisation is the same on every device. With `shared` and a task
     cache, the task's candidates share one pristine host copy (the master seed, so the weights, are the task's): each
     gets a deep copy of it, not a fresh initialisation (a large model's is seconds of host time per candidate, many
     initialising at once: docs/benchmarks.md). A model that cannot be deep-copied is made afresh each time."""
@@ -122,7 +154,7 @@ def reference_model(ctx: RunContext, module, init_seed: int, shared: bool):
 
     if not shared or ctx.cache is None:
         init_inputs, model, state = make()
-        return init_inputs, model.to(ctx.device), state
+        return init_inputs, lambda: model.to(ctx.device), state
     own: list = []
 
     def compute():
@@ -137,12 +169,11 @@ def reference_model(ctx: RunContext, module, init_seed: int, shared: bool):
     init_inputs, pristine, state = ctx.cached(("reference_model", init_seed), compute,
                                               lambda got: 2 * nbytes(list(got[2].values())))
     if own:
-        model = own[0]
-    elif pristine is not None:
-        model = copy.deepcopy(pristine)
-    else:
-        init_inputs, model, state = make()
-    return copy.deepcopy(init_inputs), model.to(ctx.device), state
+        return copy.deepcopy(init_inputs), lambda: own[0].to(ctx.device), state
+    if pristine is not None:
+        return copy.deepcopy(init_inputs), lambda: copy.deepcopy(pristine).to(ctx.device), state
+    init_inputs, model, state = make()
+    return init_inputs, lambda: model.to(ctx.device), state
 
 
 def add_harness_parts(ctx: RunContext, report: CallReport, prefix: str = "trial") -> None:
