@@ -366,3 +366,15 @@ def test_a_lease_holds_its_memory_until_its_workers_are_reaped():
     with lease("cuda", 8, slots=slots) as held:  # nothing pending: ends with the block
         held.admit()
     assert slots._reserved["cuda:0"] == 0
+
+
+def test_try_reserve_takes_what_fits_now_and_never_waits():
+    slots = DeviceSlots(cuda_count=1, memory={"cuda:0": 10})
+    with slots.reserve("cuda:0", 6):
+        assert slots.try_reserve("cuda:0", 5) is None  # 6 + 5 > 10: not now, and no wait
+        held = slots.try_reserve("cuda:0", 4)
+        assert held is not None
+        assert slots.try_reserve("cuda:0", 1) is None  # 6 + 4 already
+        held.close()  # from any thread, whenever its work is done
+        assert slots.try_reserve("cuda:0", 4) is not None
+    assert slots.try_reserve("cuda:0", 11) is None  # larger than the device: `reserve` would run it alone; this never

@@ -86,3 +86,27 @@ def test_a_cache_with_a_rotation_period_rotates_by_itself():
     s1 = cache.master_seed(KEY)
     time.sleep(0.1)
     assert cache.master_seed(KEY) != s1 and cache.generation == 1
+
+
+def test_a_claim_computes_ahead_of_the_askers_and_never_waits():
+    """`claim`: work started ahead (the clean reference, right after a task's first timing) computes the entry the
+    candidates will ask for, unless it is kept or being computed already; an asker meanwhile waits for it."""
+    cache, started, release = TaskCache(budget_bytes=1 << 20), threading.Event(), threading.Event()
+
+    def slow():
+        started.set()
+        release.wait(5)
+        return "figure"
+
+    claimer = threading.Thread(target=lambda: cache.claim(KEY, "clean", slow))
+    claimer.start()
+    started.wait(5)
+    assert cache.claim(KEY, "clean", lambda: "other") is False  # being computed: returns at once
+    got: list = []
+    asker = threading.Thread(target=lambda: got.append(cache.get(KEY, "clean", lambda: "asker's")))
+    asker.start()
+    time.sleep(0.05)
+    assert not got  # waits for the claim's value
+    release.set()
+    claimer.join(5), asker.join(5)
+    assert got == [("figure", True)] and cache.claim(KEY, "clean", lambda: "again") is False  # kept now
