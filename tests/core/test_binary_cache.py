@@ -142,4 +142,29 @@ def test_each_part_of_a_judgement_is_timed(tmp_path):
     assert {"recall", "rule", "cpu_code"} <= set(seconds) and all(s >= 0 for s in seconds.values())
     again: dict[str, float] = {}
     stage._judge(lib, _cfg(cache), glue=None, baselines=[], remember=True, seconds=again)
-    assert set(again) == {"recall"}
+    assert set(again) == {"recall", "wait"}
+
+
+def test_verifications_judging_one_library_at_once_read_it_once(tmp_path, monkeypatch):
+    """The candidates of one task in a batch load the same library at the same moment: one reads its machine code,
+    the others wait for it and recall the judgement it kept."""
+    import threading
+
+    from musacoder.legality import machine_code
+
+    lib, cache, reads = _object(tmp_path, FORBIDDEN), tmp_path / "cache", []
+    real = machine_code.library_clock_reads
+
+    def counted(*a, **k):
+        reads.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(machine_code, "library_clock_reads", counted)
+    got: list = []
+    threads = [threading.Thread(target=lambda: got.append(
+        stage._judge(lib, _cfg(cache), glue=None, baselines=[], remember=True))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(got) == 4 and all(g == got[0] for g in got) and len(reads) == 1

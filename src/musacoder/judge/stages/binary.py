@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 from musacoder.judge.stages.context import RunContext, Stop
@@ -79,10 +80,11 @@ def _judge(lib: Path, cfg, glue, baselines: list, remember: bool, seconds: dict[
     """(binary-rule violations, clock-read violations or why the machine code was not read) of the library `lib`,
     kept ones where `remember` allows. The binary rule judges the very bytes the key is made of. Raises `OSError`
     where the library cannot be read. `seconds` accumulates the time of each part (`recall`: reading the library and
-    looking for a kept judgement, `rule`, `cpu_code`, `gpu_code`), which the verdict's `stage_s` reports."""
+    looking for a kept judgement, `wait` for another verification of this process reading the same library, `rule`,
+    `cpu_code`, `gpu_code`), which the verdict's `stage_s` reports."""
     import time
+
     from musacoder.legality import binary, judgements
-    from musacoder.legality.machine_code import ToolMissing, library_clock_reads
 
     seconds = {} if seconds is None else seconds
 
@@ -92,11 +94,39 @@ def _judge(lib: Path, cfg, glue, baselines: list, remember: bool, seconds: dict[
     t0 = time.monotonic()
     data = binary.read_library(lib) if remember else None
     key = judgements.judgement_key(data, lib.name, cfg.allow_vendor_libs, _tools(lib)) if remember else None
-    kept = judgements.recall_judgement(cfg.cache_dir, key) if key is not None else None
     add("recall", t0)
-    if kept is not None and isinstance(kept.get("clock_reads"), list) \
-            and all(isinstance(m, str) for m in kept["clock_reads"]):
-        return list(kept["violations"]), list(kept["clock_reads"])
+    if key is None:
+        return _read(lib, cfg, glue, baselines, None, data, add, seconds)
+    t0 = time.monotonic()
+    with _judging(key):  # the verifications of a batch that loaded this library: one reads it, the others recall
+        add("wait", t0)
+        t0 = time.monotonic()
+        kept = judgements.recall_judgement(cfg.cache_dir, key)
+        add("recall", t0)
+        if kept is not None and isinstance(kept.get("clock_reads"), list) \
+                and all(isinstance(m, str) for m in kept["clock_reads"]):
+            return list(kept["violations"]), list(kept["clock_reads"])
+        return _read(lib, cfg, glue, baselines, key, data, add, seconds)
+
+
+_JUDGING: dict[str, threading.Lock] = {}
+_JUDGING_GUARD = threading.Lock()
+
+
+def _judging(key: str) -> threading.Lock:
+    """The lock of one library's judgement in this process."""
+    with _JUDGING_GUARD:
+        return _JUDGING.setdefault(key, threading.Lock())
+
+
+def _read(lib: Path, cfg, glue, baselines: list, key: str | None, data, add, seconds: dict[str, float]) \
+        -> tuple[list[str], list[str] | str]:
+    """Both rules on `lib` (`_judge`), the judgement kept under `key` where it is complete."""
+    import time
+
+    from musacoder.legality import binary, judgements
+    from musacoder.legality.machine_code import ToolMissing, library_clock_reads
+
     errors_before = len([b for b in baselines if b.error])
     given = {"data": data} if data is not None else {}  # the bytes the key was made of
     t0 = time.monotonic()
