@@ -81,6 +81,19 @@ def test_budget_from_environment(monkeypatch):
     assert budget_from_env() > 0
 
 
+def test_the_default_budget_is_a_quarter_of_the_host_at_least_8_gib(monkeypatch):
+    import os
+
+    from musacoder.judge import task_cache
+
+    pages = {"SC_PAGE_SIZE": 4096}
+    monkeypatch.setattr(os, "sysconf", lambda name: pages[name])
+    pages["SC_PHYS_PAGES"] = (128 << 30) // 4096  # the H100 hosts: a convolution's seven cases fit
+    assert task_cache.default_budget() == 32 << 30
+    pages["SC_PHYS_PAGES"] = (16 << 30) // 4096
+    assert task_cache.default_budget() == task_cache.DEFAULT_BUDGET_BYTES
+
+
 def test_a_cache_with_a_rotation_period_rotates_by_itself():
     cache = TaskCache(budget_bytes=1 << 20, rotate_s=0.05)
     s1 = cache.master_seed(KEY)

@@ -29,8 +29,20 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
-# the default byte budget of a cache (host memory for reference outputs and yardsticks); MUSACODER_TASK_CACHE_GB
+# the default byte budget of a cache (host memory for reference outputs and yardsticks) is a quarter of the host's
+# memory, at least this; MUSACODER_TASK_CACHE_GB sets it. A full-size convolution's seven trials keep 22 GB of outputs
+# and float64 references: under a smaller budget the first are evicted before the task's later candidates ask for
+# them, and each recomputes every float64 convolution (docs/benchmarks.md)
 DEFAULT_BUDGET_BYTES = 8 << 30
+
+
+def default_budget() -> int:
+    """A quarter of the host's physical memory, at least `DEFAULT_BUDGET_BYTES`."""
+    try:
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return DEFAULT_BUDGET_BYTES
+    return max(DEFAULT_BUDGET_BYTES, physical // 4)
 # the process-wide cache (`shared_cache`, used by a `verify` given no cache of its own) rotates at least this often;
 # MUSACODER_TASK_CACHE_ROTATE_S
 DEFAULT_ROTATE_S = 600.0
@@ -57,10 +69,10 @@ class TaskKey:
 
 
 def budget_from_env() -> int:
-    """`MUSACODER_TASK_CACHE_GB` as bytes (0 turns keeping off), else `DEFAULT_BUDGET_BYTES`."""
+    """`MUSACODER_TASK_CACHE_GB` as bytes (0 turns keeping off), else `default_budget()`."""
     raw = os.environ.get("MUSACODER_TASK_CACHE_GB")
     if raw is None or raw.strip() == "":
-        return DEFAULT_BUDGET_BYTES
+        return default_budget()
     try:
         gb = float(raw)
     except ValueError:
