@@ -28,13 +28,13 @@
 #   then STEPS="golden snapshot" T_GOLD=540 and STEPS="corpus anchor" T_CORPUS=300 ANC_LIMIT=16 T_ANC=280, chained on one
 #   warm machine (issues 36-38: the golden set, the verdict snapshot and the style corpus at full size, one candidate
 #   8 times with the per-task cache on and off, 16 tasks x 8 candidates, and KernelBench's harness side by side)
-#   What is still owed after the H100 runs of 2026-12-06 (docs/benchmarks.md): STEPS=tests
-#   GPU_TESTS=tests/gpu/test_own_stream.py (its second test failed once, before it warmed its kernels first), then the
-#   same-8 GEMM with a stream per verification beside the code before it, on one machine (rl_load.py --only
-#   level2/76_Gemm_Add_ReLU --tasks 1 --identical --copies 8 --workers 8 --rounds 2, the parent tree on PYTHONPATH),
-#   then STEPS="golden" GOLD_ONLY='level1/19_*' T_GOLD=130 (the binary stage after the machine-code rule's lock fix, and
-#   the 6.4 GB ReLU's stages since), then STEPS="faults corpus" FAULT_MB=64 CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*"
-#   (a crash, a hang and an OOM among goldens; the hoarding rule on the GPU and the CPU-backend candidates at full size)
+#   What is still owed after the H100 runs of 2026-12-06 (docs/benchmarks.md): the 16 x 8 load to its end and a
+#   second, warm round (rl_load.py --only 'level2/*' --tasks 16 --copies 8 --workers 16 --rounds 2: about 8 minutes cold,
+#   so across two calls on one warm machine), then STEPS="golden" GOLD_ONLY='level1/19_*' T_GOLD=130 (the 6.4 GB ReLU's
+#   stages, and 8 copies of it: the issue's 15 a minute), then STEPS="faults corpus" FAULT_MB=64
+#   CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (a crash, a hang and an OOM among goldens; the hoarding rule on
+#   the GPU and the CPU-backend candidates at full size), then STEPS=anchor with ANC_LIMIT=16 (KernelBench's harness
+#   side by side, cold and warm)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
