@@ -121,7 +121,9 @@ def test_memory_reservation_is_held_until_the_worker_is_gone(monkeypatch, tmp_pa
     deadline = time.monotonic() + 20
     while DEVICE_SLOTS._holding.get("cpu", 0) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert seen and seen[0] == 1  # the worker was reaped while its reservation was still held
+    # each worker was reaped while a reservation was still held (the verification's, and for the clean reference's
+    # worker, started in the background, its own)
+    assert seen and all(n >= 1 for n in seen)
     assert DEVICE_SLOTS._holding.get("cpu", 0) == 0  # and the reservation ended once it was gone
 
 
