@@ -111,9 +111,11 @@ def test_a_claim_computes_ahead_of_the_askers_and_never_waits():
         release.wait(5)
         return "figure"
 
+    assert not cache.started(KEY, "clean")
     claimer = threading.Thread(target=lambda: cache.claim(KEY, "clean", slow))
     claimer.start()
     started.wait(5)
+    assert cache.started(KEY, "clean")
     assert cache.claim(KEY, "clean", lambda: "other") is False  # being computed: returns at once
     got: list = []
     asker = threading.Thread(target=lambda: got.append(cache.get(KEY, "clean", lambda: "asker's")))

@@ -149,6 +149,12 @@ class TaskCache:
             return pending.value, True
         return self._compute(full, pending, compute, size), False
 
+    def started(self, key: TaskKey, name: Hashable) -> bool:
+        """Whether the entry `name` of `key` is kept or being computed in this generation."""
+        full = (key, self.generation, name)
+        with self._lock:
+            return full in self._entries or full in self._pending
+
     def claim(self, key: TaskKey, name: Hashable, compute: Callable[[], Any],
               size: Callable[[Any], int] = lambda _v: 0) -> bool:
         """Compute the entry `name` of `key` here, as `get` would, unless it is kept or being computed already (then

@@ -236,7 +236,7 @@ def clean_reference(ctx: RunContext) -> None:
         with ctx.stage("worker_stop"):  # the candidate's worker gone, its memory back, before the device is timed
             ctx.lease.wait_gone()
         hold = _holds(ctx, "clean_reference", "clean_reference_start")
-        return _time_clean(ctx, name, repeats, ctx.lease.end_after, hold), None
+        return _time_clean(ctx, name, repeats, ctx.lease.end_after, hold, ctx.timed_with), None
 
     try:
         ms, earlier = ctx.cached(name, measure, wait_stage="clean_reference_reuse")
@@ -263,22 +263,23 @@ def clean_reference(ctx: RunContext) -> None:
 
 
 def start_clean_reference(ctx: RunContext) -> None:
-    """Right after the first candidate of a task is timed (before its re-check): the task's clean reference (`clean_reference`) started in
-    a thread of its own, with a device reservation of its own for the reference-only worker, so it queues for the
-    device among the other candidates' timings instead of after this candidate's re-check and worker's end, and the
-    task's candidates do not wait for it at their end. Only where the per-task cache shares it, no earlier figure is
-    there to reuse, and its memory fits now (else the first candidate times it at its end, as before)."""
+    """Right after the first candidate of a task is timed (before its re-check): the task's clean reference
+    (`clean_reference`) started in a thread of its own, with a device reservation of its own for the reference-only
+    worker, so it queues for the device among the other candidates' timings instead of after this candidate's
+    re-check and worker's end, and the task's candidates do not wait for it at their end. Only where the per-task
+    cache shares it and has not started it yet, no earlier figure is there to reuse, and its memory fits now (else
+    the first candidate times it at its end, as before)."""
     entry = _clean_entry(ctx)
     if entry is None or ctx.cache is None or ctx.alone:
         return
     name, repeats = entry
-    if _earlier_figure(ctx, name, repeats):
+    if ctx.cache.started(ctx.task_key(), name) or _earlier_figure(ctx, name, repeats):
         return
     need = ctx.fp.worker if ctx.fp else WORKER_FIXED
     reservation = DEVICE_SLOTS.try_reserve(ctx.device, need if ctx.device_pool.startswith(("cuda", "musa")) else 0)
     if reservation is None:
         return
-    key, cache = ctx.task_key(), ctx.cache
+    key, cache, timed = ctx.task_key(), ctx.cache, ctx.timed_with
 
     def hold(slot: str):
         return contextlib.nullcontext() if slot == "start" else DEVICE_SLOTS.hold(ctx.device, slot == "exclusive")
@@ -286,7 +287,7 @@ def start_clean_reference(ctx: RunContext) -> None:
     def run() -> None:
         workers: list[threading.Event] = []
         try:
-            cache.claim(key, name, lambda: (_time_clean(ctx, name, repeats, workers.append, hold), None))
+            cache.claim(key, name, lambda: (_time_clean(ctx, name, repeats, workers.append, hold, timed), None))
         except Exception:  # noqa: BLE001 - the waiters get the error (`TaskCache.get`) and flag it
             pass
         finally:
@@ -303,7 +304,8 @@ def _clean_entry(ctx: RunContext) -> tuple[tuple, int] | None:
     if not cfg.clean_reference or timed is None:
         return None
     repeats = max(cfg.repeats, cfg.cap_repeats)
-    return ("clean_reference", ctx.device, timed.input_sets, timed.perturb, cfg.warmup, repeats, ctx.flush_bytes), repeats
+    name = ("clean_reference", ctx.device, timed.input_sets, timed.perturb, cfg.warmup, repeats, ctx.flush_bytes)
+    return name, repeats
 
 
 def _earlier_figure(ctx: RunContext, name: tuple, repeats: int) -> tuple[list[float], str] | None:
@@ -322,10 +324,10 @@ def _earlier_figure(ctx: RunContext, name: tuple, repeats: int) -> tuple[list[fl
     return None
 
 
-def _time_clean(ctx: RunContext, name: tuple, repeats: int, reap, hold) -> list[float]:
-    """The clean reference timed now in a reference-only worker (`baseline.clean_reference_ms`), kept for later
-    batches of this process and, opted in, stored for later runs."""
-    cfg, w, timed = ctx.cfg, ctx.weights, ctx.timed_with
+def _time_clean(ctx: RunContext, name: tuple, repeats: int, reap, hold, timed: TimedInputs) -> list[float]:
+    """The clean reference timed now in a reference-only worker (`baseline.clean_reference_ms`) on inputs drawn as
+    `timed` drew them, kept for later batches of this process and, opted in, stored for later runs."""
+    cfg, w = ctx.cfg, ctx.weights
     ms = clean_reference_ms(
         ctx.task, ctx.device, cfg, state=w.state, init_inputs=w.init_inputs, seed=w.seed,
         master_seed=timed.master_seed, input_sets=timed.input_sets, warmup=cfg.warmup, repeats=repeats,
