@@ -148,8 +148,8 @@ class DeviceSlots:
         """`reserve` without waiting: the reservation (closed by the caller, from any thread), or None when
         `need_bytes` does not fit beside the others' now or a verification holds the device alone."""
         with self._cv:  # a re-entrant lock: `reserve` takes it again, and nothing moves in between
-            if dev in self._alone or not self._fits(dev, need_bytes) or (self._reserved.get(dev, 0) == 0 and need_bytes
-                                                                          > (self.capacity(dev) or need_bytes)):
+            cap = self.capacity(dev)  # unlike `reserve`, never one alone that is larger than the device
+            if dev in self._alone or (cap is not None and self._reserved.get(dev, 0) + need_bytes > cap):
                 return None
             stack = contextlib.ExitStack()
             stack.enter_context(self.reserve(dev, need_bytes))

@@ -43,6 +43,8 @@ def default_budget() -> int:
     except (ValueError, OSError, AttributeError):
         return DEFAULT_BUDGET_BYTES
     return max(DEFAULT_BUDGET_BYTES, physical // 4)
+
+
 # the process-wide cache (`shared_cache`, used by a `verify` given no cache of its own) rotates at least this often;
 # MUSACODER_TASK_CACHE_ROTATE_S
 DEFAULT_ROTATE_S = 600.0

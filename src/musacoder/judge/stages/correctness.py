@@ -76,7 +76,7 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
         if label == 0:
             ctx.weights = ReferenceWeights(state, init_inputs, init_seed)
     # the reference on the device and its precision yardsticks are made here while the worker makes its models
-    models = _in_background(lambda: _device_models(ctx, build))
+    models = _in_background(lambda: _device_models(ctx, build), device)
     try:
         with ctx.stage("correctness.init"):
             init = rpc.ask(ctx, InitRequest(init_inputs=init_inputs, state_dict=state, seed=init_seed, device=device,
@@ -117,10 +117,11 @@ def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: 
     return got
 
 
-def _in_background(fn) -> Future:
-    """`fn()` in a thread of its own, on the calling thread's current CUDA stream (the verification's)."""
+def _in_background(fn, device: str) -> Future:
+    """`fn()` in a thread of its own, on the calling thread's current CUDA stream of `device` (the verification's)."""
     done: Future = Future()
-    stream = torch.cuda.current_stream() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    cuda = device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_initialized()
+    stream = torch.cuda.current_stream(torch.device(device)) if cuda else None
 
     def run() -> None:
         try:
@@ -141,10 +142,11 @@ def _device_models(ctx: RunContext, build):
 
 def reference_model(ctx: RunContext, module, init_seed: int, shared: bool):
     """(init inputs, a function that makes the reference model on the verification's device, its weights on the
-    host), made from `init_seed` on the host, where the seeded initialisation is the same on every device. With `shared` and a task
-    cache, the task's candidates share one pristine host copy (the master seed, so the weights, are the task's): each
-    gets a deep copy of it, not a fresh initialisation (a large model's is seconds of host time per candidate, many
-    initialising at once: docs/benchmarks.md). A model that cannot be deep-copied is made afresh each time."""
+    host), made from `init_seed` on the host, where the seeded initialisation is the same on every device. With
+    `shared` and a task cache, the task's candidates share one pristine host copy (the master seed, so the weights,
+    are the task's): each gets a deep copy of it, not a fresh initialisation (a large model's is seconds of host time
+    per candidate, many initialising at once: docs/benchmarks.md). A model that cannot be deep-copied is made afresh
+    each time."""
     def make():
         init_inputs = make_init_inputs(module, init_seed)
         with seeded(init_seed):
