@@ -28,8 +28,16 @@ def _object(tmp_path: Path, source: str, name: str = "k") -> Path:
     src = tmp_path / f"{name}.cpp"
     src.write_text(source)
     obj = tmp_path / f"{name}.o"
-    subprocess.run([CXX, "-c", "-O1", str(src), "-o", str(obj)], check=True)
+    subprocess.run([CXX, "-c", "-O1", "-fPIC", str(src), "-o", str(obj)], check=True)
     return obj
+
+
+def _library(tmp_path: Path, source: str, name: str = "k") -> Path:
+    """A shared library made of one object, as an extension's build folder holds both (`name.o` beside `name.so`)."""
+    obj = _object(tmp_path, source, name)
+    lib = tmp_path / f"{name}.so"
+    subprocess.run([CXX, "-shared", str(obj), "-o", str(lib)], check=True)
+    return lib
 
 
 def _cfg(cache: Path, vendor: bool = False):
@@ -136,7 +144,7 @@ def test_a_malformed_kept_judgement_is_ignored(tmp_path):
 def test_each_part_of_a_judgement_is_timed(tmp_path):
     """What the verdict's `stage_s` reports as `binary.*`: reading and recalling, the binary rule, the CPU code; a
     recalled judgement pays only the first."""
-    lib, cache = _object(tmp_path, FORBIDDEN), tmp_path / "cache"
+    lib, cache = _library(tmp_path, FORBIDDEN), tmp_path / "cache"
     seconds: dict[str, float] = {}
     stage._judge(lib, _cfg(cache), glue=None, baselines=[], remember=True, seconds=seconds)
     assert {"recall", "rule", "cpu_code"} <= set(seconds) and all(s >= 0 for s in seconds.values())
@@ -152,7 +160,7 @@ def test_verifications_judging_one_library_at_once_read_it_once(tmp_path, monkey
 
     from musacoder.legality import machine_code
 
-    lib, cache, reads = _object(tmp_path, FORBIDDEN), tmp_path / "cache", []
+    lib, cache, reads = _library(tmp_path, FORBIDDEN), tmp_path / "cache", []
     real = machine_code.library_clock_reads
 
     def counted(*a, **k):
@@ -168,3 +176,28 @@ def test_verifications_judging_one_library_at_once_read_it_once(tmp_path, monkey
     for t in threads:
         t.join(30)
     assert len(got) == 4 and all(g == got[0] for g in got) and len(reads) == 1
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs objdump")
+def test_an_object_is_judged_for_its_imports_and_its_machine_code_read_in_its_library(tmp_path, monkeypatch):
+    """An extension's build folder holds the objects it was linked from beside its library. The machine-code rule
+    reads what the dynamic loader maps, the library, where the clock read compiled in the object is found; the object
+    itself is not disassembled (objdump took 13 s over the 9,000 sections of a torch extension's main.o, 0.1 s over
+    its library). The binary rule still judges the object's imports."""
+    from musacoder.legality import machine_code
+
+    lib = _library(tmp_path, FORBIDDEN + "unsigned long long stamp() { return __builtin_ia32_rdtsc(); }\n")
+    obj, cache, reads = lib.with_suffix(".o"), tmp_path / "cache", []
+    real = machine_code.library_clock_reads
+
+    def counted(path, *a, **k):
+        reads.append(Path(path).name)
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(machine_code, "library_clock_reads", counted)
+    assert binary.is_relocatable(obj.read_bytes()) and not binary.is_relocatable(lib.read_bytes())
+    violations, clock = stage._judge(obj, _cfg(cache), glue=None, baselines=[], remember=True)
+    assert any("cpublas" in m for m in violations) and clock == [] and reads == []
+    violations, clock = stage._judge(lib, _cfg(cache), glue=None, baselines=[], remember=False)
+    assert any("cpublas" in m for m in violations) and reads == ["k.so"]
+    assert any("stamp()" in m and "rdtsc" in m for m in clock), clock

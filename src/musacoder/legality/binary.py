@@ -203,6 +203,12 @@ def _read(path: Path, *readers, data: bytes | None = None):
         raise NotALibrary(f"{path.name}: malformed ELF ({e})") from None
 
 
+def is_relocatable(data: bytes) -> bool:
+    """Whether the ELF bytes `data` are a relocatable object (`e_type` `ET_REL`, a `.o` file): the linker's input,
+    which the dynamic loader never maps. Its code reaches a process only inside the library linked from it."""
+    return data[:4] == b"\x7fELF" and data[5:6] == b"\x01" and data[16:18] == b"\x01\x00"
+
+
 def undefined_symbols(path: Path) -> list[str]:
     """The names a 64-bit ELF shared library or object file imports: the undefined symbols its section headers list
     (`.dynsym` for a library, `.symtab` for an object file) and, for a library, those the dynamic loader binds through
