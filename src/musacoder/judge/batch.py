@@ -31,7 +31,8 @@ class VerifyJob:
 def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyConfig | None = None,
                 verifier: Callable[..., Verdict] | None = None) -> Iterator[tuple[VerifyJob, Verdict]]:
     """Verify jobs with at most `workers` in flight; yields (job, verdict) in completion order. The jobs of one task
-    run next to each other (in the order given otherwise), and share one per-task cache for this batch
+    run next to each other (in the order given otherwise; each task's first job starts ahead, `by_task`), and share one
+    per-task cache for this batch
     (`musacoder.judge.task_cache`): the task's reference work is done once, with secrets drawn for this batch."""
     from functools import partial
 
@@ -40,7 +41,7 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
 
     fn = verifier or partial(verify, cache=TaskCache())
     cfg = config or VerifyConfig()
-    jobs = by_task(jobs)
+    jobs = by_task(jobs, workers)
 
     def one(job: VerifyJob) -> Verdict:
         try:
@@ -55,12 +56,34 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
         yield from bounded(one, jobs, workers)
 
 
-def by_task(jobs: Iterable[VerifyJob]) -> list[VerifyJob]:
-    """The jobs with those of one task together, tasks in the order they first appear (a stable grouping)."""
-    groups: dict[tuple, list[VerifyJob]] = {}
+def by_task(jobs: Iterable[VerifyJob], workers: int = 1) -> list[VerifyJob]:
+    """The jobs with those of one task together, tasks in the order they first appear (a stable grouping), and the
+    first job of each task moved `leads_ahead(workers, …)` tasks ahead of the rest of its task: it pays the task's
+    first-time work (its build, shared by the task's identical sources, the reading of its library, the task's
+    reference cases) while the tasks before it run, so the rest of its task finds that work done instead of waiting
+    for it together. The order is all this changes; every job is run once."""
+    grouped: dict[tuple, list[VerifyJob]] = {}
     for job in jobs:
-        groups.setdefault((job.task.key, job.task.source, tuple(sorted(job.overrides.items()))), []).append(job)
-    return [job for group in groups.values() for job in group]
+        grouped.setdefault((job.task.key, job.task.source, tuple(sorted(job.overrides.items()))), []).append(job)
+    groups = list(grouped.values())
+    lead = leads_ahead(workers, [len(g) for g in groups])
+    if not lead:
+        return [job for group in groups for job in group]
+    out = [g[0] for g in groups[:lead + 1]]
+    for i, group in enumerate(groups):
+        out += group[1:]
+        if i + lead + 1 < len(groups):
+            out.append(groups[i + lead + 1][0])
+    return out
+
+
+def leads_ahead(workers: int, sizes: list[int]) -> int:
+    """How many tasks ahead the first job of a task starts: as many tasks' jobs as `workers` holds at once (workers
+    // the median task's job count), 0 where a task has one job or the pool holds less than one task."""
+    if len(sizes) < 2:
+        return 0
+    median = sorted(sizes)[len(sizes) // 2]
+    return 0 if median < 2 else max(0, workers) // median
 
 
 def bounded(fn: Callable, jobs: Iterable, workers: int) -> Iterator[tuple]:

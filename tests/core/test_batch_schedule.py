@@ -1,0 +1,44 @@
+"""The order a batch runs its jobs in (`musacoder.judge.batch.by_task`): a task's jobs together, and the first job of
+each task started ahead of the tasks before it, so its first-time work (build, library reading, reference cases) is
+done when the rest of its task starts."""
+
+from collections import Counter
+
+from musacoder.judge.batch import VerifyJob, bounded, by_task, leads_ahead
+from musacoder.records import Task
+
+
+def _jobs(tasks: int, per_task: int) -> list[VerifyJob]:
+    made = [Task(name=f"t{t}", source=f"# task {t}\n") for t in range(tasks)]
+    # given interleaved, as a client may send them
+    return [VerifyJob(f"t{t}#{k}", made[t], "code") for k in range(per_task) for t in range(tasks)]
+
+
+def _ids(jobs) -> list[str]:
+    return [j.id for j in jobs]
+
+
+def test_one_worker_or_one_job_a_task_keeps_plain_task_order():
+    assert _ids(by_task(_jobs(3, 2))) == ["t0#0", "t0#1", "t1#0", "t1#1", "t2#0", "t2#1"]
+    assert _ids(by_task(_jobs(3, 1), workers=16)) == ["t0#0", "t1#0", "t2#0"]
+    assert _ids(by_task(_jobs(1, 8), workers=16)) == [f"t0#{k}" for k in range(8)]
+
+
+def test_the_first_job_of_a_task_starts_as_many_tasks_ahead_as_the_pool_holds():
+    assert leads_ahead(16, [8] * 16) == 2 and leads_ahead(8, [8] * 4) == 1 and leads_ahead(4, [8] * 4) == 0
+    order = _ids(by_task(_jobs(5, 4), workers=8))  # the pool holds two tasks' jobs: leaders two tasks ahead
+    assert order[:3] == ["t0#0", "t1#0", "t2#0"]
+    assert order == ["t0#0", "t1#0", "t2#0", "t0#1", "t0#2", "t0#3", "t3#0", "t1#1", "t1#2", "t1#3", "t4#0",
+                     "t2#1", "t2#2", "t2#3", "t3#1", "t3#2", "t3#3", "t4#1", "t4#2", "t4#3"]
+    # what the pool runs first: every job of the first tasks, and the leaders of the next ones
+    first = order[:8]
+    assert Counter(i.split("#")[0] for i in first) == {"t0": 4, "t1": 2, "t2": 1, "t3": 1}
+
+
+def test_every_job_runs_once_in_any_schedule():
+    for tasks, per_task, workers in ((16, 8, 16), (7, 3, 5), (2, 8, 64), (5, 1, 4)):
+        jobs = _jobs(tasks, per_task)
+        order = by_task(jobs, workers)
+        assert sorted(_ids(order)) == sorted(_ids(jobs))
+        ran = [j.id for j, _ in bounded(lambda j: j.id, order, workers)]
+        assert sorted(ran) == sorted(_ids(jobs))
