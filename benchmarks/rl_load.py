@@ -7,6 +7,9 @@
     python benchmarks/rl_load.py --backend cpu --task examples/tasks/relu.py \
         --candidate examples/candidates/relu_cpu.py --copies 8 --identical --workers 2   # the CPU backend (2 cores)
     python benchmarks/rl_load.py ... --rounds 3     # the same batch 3 times in one process, as RL steps are
+    python benchmarks/rl_load.py --backend cpu --task examples/tasks/relu.py --candidate examples/candidates/relu_cpu.py \
+        --task examples/tasks/linear_gelu.py --candidate examples/candidates/linear_gelu_cpu.py --copies 4 \
+        --workers 4 --schedule grouped --cache $(mktemp -d)   # two tasks, cold builds, without the leaders ahead
 
 With --rounds R the batch is verified R times by one process, one row per round: the first round pays what a
 verifier pays once (its CUDA start, the fork server, workers started ahead), the later ones are what a long-lived
@@ -64,8 +67,9 @@ def main() -> None:
                     default=Path(os.environ.get("KERNELBENCH_DIR", "../shared/kernelbench")))
     ap.add_argument("--candidates", type=Path, default=Path("benchmarks/candidates/cuda"))
     ap.add_argument("--only", default="", help="comma-separated globs over ids (level2/76_*)")
-    ap.add_argument("--task", type=Path, default=None, help="one task file (with --candidate) instead of the folders")
-    ap.add_argument("--candidate", type=Path, default=None)
+    ap.add_argument("--task", type=Path, action="append", default=[],
+                    help="a task file (each with a --candidate, in order) instead of the folders; repeatable")
+    ap.add_argument("--candidate", type=Path, action="append", default=[])
     ap.add_argument("--tasks", type=int, default=16, help="at most this many tasks (0: all that match)")
     ap.add_argument("--copies", type=int, default=8, help="candidates per task")
     ap.add_argument("--identical", action="store_true", help="K identical copies instead of the golden + variants")
@@ -75,6 +79,9 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=None, help="build cache (default: MUSACODER_CACHE_DIR)")
     ap.add_argument("--verify", action="append", default=[], metavar="FIELD=VALUE", help="VerifyConfig fields")
     ap.add_argument("--rounds", type=int, default=1, help="verify the same batch this many times in one process")
+    ap.add_argument("--schedule", choices=("ahead", "grouped"), default="ahead",
+                    help="each task's first job started ahead of the tasks before it (verify_many's default), or "
+                         "every task's jobs strictly one task after another")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 
@@ -83,9 +90,9 @@ def main() -> None:
     from musacoder.tasks import load_task
 
     if args.task or args.candidate:
-        if not (args.task and args.candidate and args.task.is_file() and args.candidate.is_file()):
-            sys.exit("--task and --candidate go together, and both must be files")
-        pairs = [(args.task.stem, args.task, args.candidate)]
+        if len(args.task) != len(args.candidate) or not all(p.is_file() for p in args.task + args.candidate):
+            sys.exit("each --task goes with a --candidate, and all must be files")
+        pairs = [(t.stem, t, c) for t, c in zip(args.task, args.candidate)]
     else:
         pairs = task_pairs(args.kernelbench_dir, args.candidates, [g for g in args.only.split(",") if g], args.tasks)
     if not pairs:
@@ -130,7 +137,7 @@ def run_round(jobs: list, args, cfg) -> tuple[dict, list[dict]]:
 
     t0, rows = time.monotonic(), []
     sink = args.json.with_suffix(".rows.jsonl") if args.json else None  # every verdict as it comes: a cut run keeps it
-    for job, v in verify_many(jobs, workers=args.workers, config=cfg):
+    for job, v in verify_many(jobs, workers=args.workers, config=cfg, leaders_ahead=args.schedule == "ahead"):
         excl = sum(v.stage_s.get(s, 0.0) for s in EXCLUSIVE_STAGES)
         # the wall no stage timed (dotted names, `worker.*`, `binary.*`, `correctness.*`, are parts of stages)
         untimed = v.wall_s - sum(x for k, x in v.stage_s.items() if "." not in k)
@@ -165,7 +172,7 @@ def run_round(jobs: list, args, cfg) -> tuple[dict, list[dict]]:
         "statuses": statuses, "speedup_spread": {k: round(s, 4) for k, s in spreads.items()},
         "speedup_spread_max": round(max(spreads.values()), 4) if spreads else None,
         "workers": args.workers, "copies": args.copies, "identical": args.identical, "backend": args.backend,
-        "max_input_mb": args.max_input_mb or None,
+        "max_input_mb": args.max_input_mb or None, "schedule": args.schedule,
     }
     return summary, rows
 

@@ -42,3 +42,19 @@ def test_every_job_runs_once_in_any_schedule():
         assert sorted(_ids(order)) == sorted(_ids(jobs))
         ran = [j.id for j, _ in bounded(lambda j: j.id, order, workers)]
         assert sorted(ran) == sorted(_ids(jobs))
+
+
+def test_verify_many_starts_leaders_ahead_unless_told_not_to(monkeypatch):
+    from musacoder.judge import batch
+
+    seen = []
+
+    def recorded(fn, jobs, workers):  # the order the pool would draw jobs in
+        seen.append(_ids(jobs))
+        return iter(())
+
+    monkeypatch.setattr(batch, "bounded", recorded)
+    list(batch.verify_many(_jobs(3, 4), workers=8, verifier=lambda *a, **k: None))
+    list(batch.verify_many(_jobs(3, 4), workers=8, verifier=lambda *a, **k: None, leaders_ahead=False))
+    assert seen[0][:3] == ["t0#0", "t1#0", "t2#0"]
+    assert seen[1] == [f"t{t}#{k}" for t in range(3) for k in range(4)]

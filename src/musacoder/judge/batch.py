@@ -29,10 +29,11 @@ class VerifyJob:
 
 
 def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyConfig | None = None,
-                verifier: Callable[..., Verdict] | None = None) -> Iterator[tuple[VerifyJob, Verdict]]:
+                verifier: Callable[..., Verdict] | None = None, leaders_ahead: bool = True) \
+        -> Iterator[tuple[VerifyJob, Verdict]]:
     """Verify jobs with at most `workers` in flight; yields (job, verdict) in completion order. The jobs of one task
-    run next to each other (in the order given otherwise; each task's first job starts ahead, `by_task`), and share one
-    per-task cache for this batch
+    run next to each other (in the order given otherwise; each task's first job starts ahead, `by_task`, unless
+    `leaders_ahead` is off), and share one per-task cache for this batch
     (`musacoder.judge.task_cache`): the task's reference work is done once, with secrets drawn for this batch."""
     from functools import partial
 
@@ -41,7 +42,7 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
 
     fn = verifier or partial(verify, cache=TaskCache())
     cfg = config or VerifyConfig()
-    jobs = by_task(jobs, workers)
+    jobs = by_task(jobs, workers if leaders_ahead else 1)
 
     def one(job: VerifyJob) -> Verdict:
         try:
