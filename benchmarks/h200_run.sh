@@ -29,8 +29,9 @@
 #   warm machine (issues 36-38: the golden set, the verdict snapshot and the style corpus at full size, one candidate
 #   8 times with the per-task cache on and off, 16 tasks x 8 candidates, and KernelBench's harness side by side)
 #   What is still owed after the H100 runs of 2026-12-06 (docs/benchmarks.md): the 16 x 8 load to its end and a
-#   second, warm round (rl_load.py --only 'level2/*' --tasks 16 --copies 8 --workers 16 --rounds 2: about 8 minutes cold,
-#   so across two calls on one warm machine), then STEPS="golden" GOLD_ONLY='level1/19_*' T_GOLD=130 (the 6.4 GB ReLU's
+#   second, warm round with the machine-code rule reading libraries only and each task's first candidate started ahead
+#   (STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 T_RL8=560: predicted about 4 minutes a cold round; RL_SCHEDULE=grouped
+#   for the order before), then STEPS="golden" GOLD_ONLY='level1/19_*' T_GOLD=130 (the 6.4 GB ReLU's
 #   stages, and 8 copies of it: the issue's 15 a minute), then STEPS="faults corpus" FAULT_MB=64
 #   CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (a crash, a hang and an OOM among goldens; the hoarding rule on
 #   the GPU and the CPU-backend candidates at full size), then STEPS=anchor with ANC_LIMIT=16 (KernelBench's harness
@@ -235,7 +236,8 @@ if has faults; then  # issue 38: a crashing, a hanging and an out-of-memory cand
 fi
 if has rlload; then  # issue 38 (b): 16 tasks x 8 candidates (golden + 7 variants), full sizes, tasks in order
   timeout ${T_RL8:-400} python3 benchmarks/rl_load.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
-    --only "${RL_ONLY:-}" --tasks ${RL_TASKS:-16} --copies 8 --workers ${RL_WORKERS:-8} --json "$OUT/rl_load.json" \
+    --only "${RL_ONLY:-}" --tasks ${RL_TASKS:-16} --copies 8 --workers ${RL_WORKERS:-16} --rounds ${RL_ROUNDS:-1} \
+    --schedule ${RL_SCHEDULE:-ahead} --json "$OUT/rl_load.json" \
     > "$OUT/rl_load.log" 2>&1
   tail -3 "$OUT/rl_load.log"; grep -v " ok " "$OUT/rl_load.log" | grep "^  level" | cut -c1-200 | head -8
 fi
