@@ -118,7 +118,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     rounds = []
     for rnd in range(1, max(1, args.rounds) + 1):
-        summary, rows = run_round(jobs, args, cfg)
+        summary, rows = run_round(jobs, args, cfg, rnd)
         rounds.append({"round": rnd, "summary": summary, "rows": rows})
         print(f"| {rnd} | {summary['verifications']} | {summary['seconds']} | {summary['verdicts_per_min']} | "
               f"{summary['exclusive_s_median']}, {summary['exclusive_s_p90']} | {summary['wall_s_median']} | "
@@ -131,8 +131,9 @@ def main() -> None:
                                             indent=1))
 
 
-def run_round(jobs: list, args, cfg) -> tuple[dict, list[dict]]:
-    """One batch of `jobs` through `verify_many`: (summary, one row per verdict), each verdict printed as it comes."""
+def run_round(jobs: list, args, cfg, rnd: int = 1) -> tuple[dict, list[dict]]:
+    """One batch of `jobs` through `verify_many`: (summary, one row per verdict), each verdict printed as it comes and
+    appended to `<json>.rows.jsonl` with its round `rnd`."""
     from musacoder.judge.batch import verify_many
 
     t0, rows = time.monotonic(), []
@@ -147,7 +148,7 @@ def run_round(jobs: list, args, cfg) -> tuple[dict, list[dict]]:
                      "error": (v.error or "")[-300:], "violations": v.violations[:3]})
         if sink is not None:
             with sink.open("a") as f:
-                f.write(json.dumps({**rows[-1], "done_s": round(rows[-1]["done_s"], 2)}) + "\n")
+                f.write(json.dumps({**rows[-1], "round": rnd, "done_s": round(rows[-1]["done_s"], 2)}) + "\n")
         print(f"  {job.id:50s} {v.status:12s} speedup {v.speedup or 0:7.3f} wall {v.wall_s:6.1f}s "
               f"exclusive {excl:5.2f}s reused {rows[-1]['reference_reused']}", flush=True)
     total = time.monotonic() - t0
