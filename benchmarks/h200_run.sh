@@ -235,11 +235,25 @@ if has faults; then  # issue 38: a crashing, a hanging and an out-of-memory cand
   tail -7 "$OUT/fault_batch.log"
 fi
 if has rlload; then  # issue 38 (b): 16 tasks x 8 candidates (golden + 7 variants), full sizes, tasks in order
+  # (SMI_MS: sample the GPU's used memory and each process's every SMI_MS ms beside it, to set against admission's
+  # reservations: a process's CUDA context is outside its allocator's figures)
+  if [ -n "${SMI_MS:-}" ]; then
+    nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader,nounits -lms "$SMI_MS" > "$OUT/smi_gpu.csv" &
+    SMI1=$!
+    nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader,nounits -lms "$SMI_MS" \
+      > /tmp/smi_apps.csv &
+    SMI2=$!
+  fi
   timeout ${T_RL8:-400} python3 benchmarks/rl_load.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
     --only "${RL_ONLY:-}" --tasks ${RL_TASKS:-16} --copies 8 --workers ${RL_WORKERS:-16} --rounds ${RL_ROUNDS:-1} \
     --schedule ${RL_SCHEDULE:-ahead} --json "$OUT/rl_load.json" \
     > "$OUT/rl_load.log" 2>&1
   tail -3 "$OUT/rl_load.log"; grep -v " ok " "$OUT/rl_load.log" | grep "^  level" | cut -c1-200 | head -8
+  if [ -n "${SMI_MS:-}" ]; then
+    kill $SMI1 $SMI2 2>/dev/null
+    gzip -c /tmp/smi_apps.csv > "$OUT/smi_apps.csv.gz"
+    python3 benchmarks/smi_summary.py "$OUT/smi_gpu.csv" /tmp/smi_apps.csv
+  fi
 fi
 if has corpus; then  # issue 37: the style corpus through the whole pipeline, full sizes
   # (CORPUS_ARGS: more arguments, e.g. --label legitimate --backends cuda,triton; CORPUS_TAG names the files)

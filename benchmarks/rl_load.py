@@ -145,7 +145,9 @@ def run_round(jobs: list, args, cfg, rnd: int = 1) -> tuple[dict, list[dict]]:
         rows.append({"untimed_s": round(untimed, 3), "id": job.id, "task": job.id.split("#")[0], "status": v.status, "speedup": v.speedup,
                      "reward": v.reward, "wall_s": v.wall_s, "exclusive_s": excl, "done_s": time.monotonic() - t0,
                      "reference_reused": getattr(v, "reference_reused", None), "stage_s": v.stage_s,
-                     "error": (v.error or "")[-300:], "violations": v.violations[:3]})
+                     "error": (v.error or "")[-300:], "violations": v.violations[:3],
+                     "worker_mem_gb": v.device_mem_gb, "trusted_mem_gb": v.trusted_mem_gb,
+                     "memory_estimate_gb": v.memory_estimate_gb})
         if sink is not None:
             with sink.open("a") as f:
                 f.write(json.dumps({**rows[-1], "round": rnd, "done_s": round(rows[-1]["done_s"], 2)}) + "\n")
@@ -174,8 +176,17 @@ def run_round(jobs: list, args, cfg, rnd: int = 1) -> tuple[dict, list[dict]]:
         "speedup_spread_max": round(max(spreads.values()), 4) if spreads else None,
         "workers": args.workers, "copies": args.copies, "identical": args.identical, "backend": args.backend,
         "max_input_mb": args.max_input_mb or None, "schedule": args.schedule,
+        "reserved_peak_gb": reserved_peak(),
     }
     return summary, rows
+
+
+def reserved_peak() -> dict[str, tuple[int, float]]:
+    """Per device: the most verifications holding memory reservations at once, and the most GiB reserved (the
+    admission's own account, to set beside the device's used memory)."""
+    from musacoder.judge.slots import DEVICE_SLOTS, GiB
+
+    return {d: (n, round(b / GiB, 2)) for d, (n, b) in DEVICE_SLOTS.peak.items()}
 
 
 def stage_medians(rows: list[dict]) -> dict[str, float]:
