@@ -31,6 +31,10 @@ def is_oom(e: BaseException) -> bool:
     return "OutOfMemoryError" in text or "out of memory" in text
 
 
+# How long a verification waiting for device memory lets later ones that fit be admitted before it (`DeviceSlots`)
+OVERTAKE_S = 20.0
+
+
 class DeviceSlots:
     """The run pool's scheduler: which verification may use which device, and how.
 
@@ -61,6 +65,9 @@ class DeviceSlots:
         self._holding: dict[str, int] = {}  # verifications holding a reservation on each device
         # per device: most verifications holding reservations at once, most bytes reserved
         self.peak: dict[str, tuple[int, int]] = {}
+        # verifications waiting in `reserve` for their memory, by ticket → (device, monotonic time they began waiting)
+        self._admission: dict[int, tuple[str, float]] = {}
+        self.overtake_s = OVERTAKE_S
 
     def devices_for(self, device: str) -> list[str]:
         if device == "cuda":
@@ -81,6 +88,21 @@ class DeviceSlots:
         cap = self.capacity(dev)
         held = self._reserved.get(dev, 0)
         return cap is None or held == 0 or held + need <= cap
+
+    def _overtaken_too_long(self, dev: str, ticket: int | None) -> bool:
+        """Whether a verification that began waiting for memory on `dev` before `ticket` (None: one arriving now) has
+        waited `overtake_s` or longer: from then on no later one is admitted there before it, so a large footprint is
+        not starved by small ones that keep fitting beside the others."""
+        now = time.monotonic()
+        return any(d == dev and (ticket is None or t < ticket) and now - since >= self.overtake_s
+                   for t, (d, since) in self._admission.items())
+
+    def parked(self) -> int:
+        """Verifications now waiting in `reserve` for device memory. A batch's pool (`musacoder.judge.batch.bounded`)
+        starts as many more jobs, up to a bound, so that one task's large footprints waiting for memory do not hold
+        every slot while other tasks' candidates would fit beside them."""
+        with self._cv:
+            return len(self._admission)
 
     @contextlib.contextmanager
     def assign(self, device: str, need_bytes: int = 0, alone: bool = False):
@@ -115,21 +137,35 @@ class DeviceSlots:
     def reserve(self, dev: str, need_bytes: int = 0, alone: bool = False):
         """Reserve `need_bytes` of the memory of `dev` (a device the verification is pinned to) until the block ends:
         it waits until its estimate fits beside the others' reservations (one always runs, however large), so
-        concurrent verifications cannot run a GPU out of memory. With `alone` (the retry of a verification whose
-        harness ran out of device memory), it waits until no other verification holds a reservation there, reserves
-        all of the device and keeps other verifications from pinning it until the block ends (those pinned before
-        may finish their builds, which hold only their worker's CUDA context, but reserve nothing until it ends)."""
+        concurrent verifications cannot run a GPU out of memory. Later verifications that fit may be admitted before
+        one that waits, until it has waited `overtake_s`; then none is until it is (no large footprint starves). With
+        `alone` (the retry of a verification whose harness ran out of device memory), it waits until no other
+        verification holds a reservation there, reserves all of the device and keeps other verifications from pinning
+        it until the block ends (those pinned before may finish their builds, which hold only their worker's CUDA
+        context, but reserve nothing until it ends)."""
         with self._cv:
             if alone:
                 need_bytes = max(need_bytes, self.capacity(dev) or 0)
-            while True:
-                # alone: no newcomer pins the device while this one waits for it to empty, or holds it (marked again
-                # after each wake, since another verification alone may have unmarked it on leaving)
-                if alone:
-                    self._alone.add(dev)
-                if self._fits(dev, need_bytes):  # alone: no other verification holds a reservation there
-                    break
-                self._cv.wait()
+            ticket = None
+            try:
+                while True:
+                    # alone: no newcomer pins the device while this one waits for it to empty, or holds it (marked
+                    # again after each wake, since another verification alone may have unmarked it on leaving)
+                    if alone:
+                        self._alone.add(dev)
+                    # alone: no other verification holds a reservation there; else it fits, and no verification that
+                    # waits longer has waited too long (`_overtaken_too_long`)
+                    if self._fits(dev, need_bytes) and not self._overtaken_too_long(dev, ticket):
+                        break
+                    if ticket is None:
+                        ticket = self._next_ticket
+                        self._next_ticket += 1
+                        self._admission[ticket] = (dev, time.monotonic())
+                    self._cv.wait()
+            finally:
+                if ticket is not None:
+                    del self._admission[ticket]
+                    self._cv.notify_all()
             self._reserved[dev] = self._reserved.get(dev, 0) + need_bytes
             self._holding[dev] = self._holding.get(dev, 0) + 1
             most_holding, most_reserved = self.peak.get(dev, (0, 0))
@@ -149,7 +185,8 @@ class DeviceSlots:
         `need_bytes` does not fit beside the others' now or a verification holds the device alone."""
         with self._cv:  # a re-entrant lock: `reserve` takes it again, and nothing moves in between
             cap = self.capacity(dev)  # unlike `reserve`, never one alone that is larger than the device
-            if dev in self._alone or (cap is not None and self._reserved.get(dev, 0) + need_bytes > cap):
+            if dev in self._alone or (cap is not None and self._reserved.get(dev, 0) + need_bytes > cap) \
+                    or self._overtaken_too_long(dev, None):
                 return None
             stack = contextlib.ExitStack()
             stack.enter_context(self.reserve(dev, need_bytes))
