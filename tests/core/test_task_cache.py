@@ -125,3 +125,36 @@ def test_a_claim_computes_ahead_of_the_askers_and_never_waits():
     release.set()
     claimer.join(5), asker.join(5)
     assert got == [("figure", True)] and cache.claim(KEY, "clean", lambda: "again") is False  # kept now
+
+
+def test_peek_never_computes_and_waits_only_when_asked():
+    """`peek`: the kept entry, or None; with `wait`, the value being computed once it is there (None if its
+    computation failed), never a computation of its own."""
+    cache, started, release = TaskCache(budget_bytes=1 << 20), threading.Event(), threading.Event()
+    assert cache.peek(KEY, "clean") is None and cache.peek(KEY, "clean", wait=True) is None
+    assert not cache.started(KEY, "clean")  # peeking started nothing
+
+    def slow():
+        started.set()
+        release.wait(5)
+        return "figure"
+
+    claimer = threading.Thread(target=lambda: cache.claim(KEY, "clean", slow))
+    claimer.start()
+    started.wait(5)
+    assert cache.peek(KEY, "clean") is None  # being computed, and not waited for
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.append(cache.peek(KEY, "clean", wait=True)))
+    waiter.start()
+    time.sleep(0.05)
+    assert not got
+    release.set()
+    claimer.join(5), waiter.join(5)
+    assert got == ["figure"] and cache.peek(KEY, "clean") == "figure"
+
+    def fail():
+        raise RuntimeError("no figure")
+
+    with pytest.raises(RuntimeError):
+        cache.get(KEY, "broken", fail)
+    assert cache.peek(KEY, "broken", wait=True) is None

@@ -151,6 +151,19 @@ class TaskCache:
             return pending.value, True
         return self._compute(full, pending, compute, size), False
 
+    def peek(self, key: TaskKey, name: Hashable, wait: bool = False) -> Any:
+        """The entry `name` of `key` if it is kept (or, with `wait`, once it is computed where it is being computed
+        now), else None; never computes it, and an error in its computation gives None."""
+        full = (key, self.generation, name)
+        with self._lock:
+            if full in self._entries:
+                return self._entries[full][0]
+            pending = self._pending.get(full)
+        if pending is None or not wait:
+            return None
+        pending.done.wait()
+        return pending.value if pending.error is None else None
+
     def started(self, key: TaskKey, name: Hashable) -> bool:
         """Whether the entry `name` of `key` is kept or being computed in this generation."""
         full = (key, self.generation, name)

@@ -1,0 +1,121 @@
+"""The batch pool and memory admission on a modelled GPU, no GPU needed: what jobs waiting for memory cost a batch.
+
+    python benchmarks/admission_sim.py --kernelbench-dir ../shared/kernelbench --only 'level2/*' --tasks 16 \
+        --copies 8 --workers 16 --extra 0,4,8 --json admission_sim.json
+
+Each job stands for one verification and goes through the real scheduler (`musacoder.judge.batch.bounded`,
+`musacoder.judge.slots.DeviceSlots`): it is pinned, spends `--start-s` starting and building outside admission,
+reserves its task's estimated footprint (`slots.footprint` from the task file on the meta device) on a device of
+`--gpu-gib` GiB (85 % usable, as admission counts it), then holds it for a modelled run time,
+`--run-s` + `--per-gib-s` × the task's inputs and outputs in GiB, and lets it go. Times are scaled by `--scale` so
+a round takes seconds. Only the schedule is real here: the run times are a model, so the figures are predictions to
+set beside a GPU run (`benchmarks/rl_load.py`), not measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from rl_load import task_pairs  # noqa: E402
+
+
+def load_footprints(kb: Path, cands: Path, only: list[str], n_tasks: int) -> list[tuple[str, object]]:
+    from musacoder.judge.slots import footprint
+
+    out = []
+    for tid, task_path, _ in task_pairs(kb, cands, only, n_tasks):
+        spec = importlib.util.spec_from_file_location(f"task_{len(out)}", task_path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        fp = footprint(module)
+        if fp is None:
+            print(f"skipped {tid}: its footprint cannot be estimated on meta tensors", file=sys.stderr)
+            continue
+        out.append((tid, fp))
+    return out
+
+
+def simulate(tasks: list[tuple[str, object]], copies: int, workers: int, extra: int, gpu_gib: float, start_s: float,
+             run_s: float, per_gib_s: float, scale: float, overtake_s: float) -> dict:
+    from musacoder.judge.batch import bounded
+    from musacoder.judge.slots import GiB, DeviceSlots
+
+    slots = DeviceSlots(cuda_count=1, memory={"cuda:0": int(0.85 * gpu_gib * GiB)})
+    slots.overtake_s = overtake_s * scale
+    waits: list[float] = []
+    lock = threading.Lock()
+
+    def job(item):
+        tid, fp = item
+        with slots.pin("cuda", fp.total) as dev:
+            time.sleep(start_s * scale)
+            t0 = time.monotonic()
+            with slots.reserve(dev, fp.total):
+                with lock:
+                    waits.append((time.monotonic() - t0) / scale)
+                time.sleep((run_s + per_gib_s * (fp.inputs + fp.outputs) / GiB) * scale)
+        return tid
+
+    jobs = [t for t in tasks for _ in range(copies)]
+    t0 = time.monotonic()
+    done = [tid for tid, _ in bounded(job, jobs, workers, parked=slots.parked, extra=extra)]
+    seconds = (time.monotonic() - t0) / scale
+    assert len(done) == len(jobs)
+    return {"extra": extra, "verdicts": len(done), "model_seconds": round(seconds, 1),
+            "verdicts_per_min": round(60 * len(done) / seconds, 1),
+            "admission_wait_s_total": round(sum(waits), 1), "admission_wait_s_median": round(statistics.median(waits), 2),
+            "most_reserved_gib": round(slots.peak["cuda:0"][1] / GiB, 1), "most_holding": slots.peak["cuda:0"][0]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kernelbench-dir", type=Path,
+                    default=Path(os.environ.get("KERNELBENCH_DIR", "../shared/kernelbench")))
+    ap.add_argument("--candidates", type=Path, default=Path("benchmarks/candidates/cuda"))
+    ap.add_argument("--only", default="level2/*", help="comma-separated globs over ids")
+    ap.add_argument("--tasks", type=int, default=16)
+    ap.add_argument("--copies", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=16)
+    ap.add_argument("--extra", default="0,4", help="comma-separated values of verify_many's parked_extra to compare")
+    ap.add_argument("--gpu-gib", type=float, default=79.2, help="the modelled GPU's memory (H100 80GB: 79.2 GiB)")
+    ap.add_argument("--start-s", type=float, default=1.0, help="modelled worker start and warm build, outside admission")
+    ap.add_argument("--run-s", type=float, default=6.0, help="modelled admitted time of a light task")
+    ap.add_argument("--per-gib-s", type=float, default=4.0, help="modelled admitted seconds per GiB of inputs+outputs")
+    ap.add_argument("--overtake-s", type=float, default=None, help="DeviceSlots.overtake_s (default slots.OVERTAKE_S)")
+    ap.add_argument("--scale", type=float, default=0.02, help="wall seconds per modelled second")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+
+    from musacoder.judge.slots import GiB, OVERTAKE_S
+
+    tasks = load_footprints(args.kernelbench_dir, args.candidates, [g for g in args.only.split(",") if g], args.tasks)
+    if not tasks:
+        sys.exit(f"no task with a candidate under {args.candidates} matches {args.only!r} in {args.kernelbench_dir}")
+    print(f"{len(tasks)} tasks x {args.copies}, {args.workers} workers, a {args.gpu_gib:g} GiB GPU (modelled); "
+          f"footprints {min(fp.total for _, fp in tasks) / GiB:.1f}-{max(fp.total for _, fp in tasks) / GiB:.1f} GiB")
+    print("\n| parked extra | verdicts/min (model) | model s | admission wait s (total, median) | most reserved GiB | "
+          "most admitted at once |\n|---|---|---|---|---|---|")
+    results = []
+    for extra in (int(x) for x in args.extra.split(",")):
+        r = simulate(tasks, args.copies, args.workers, extra, args.gpu_gib, args.start_s, args.run_s, args.per_gib_s,
+                     args.scale, OVERTAKE_S if args.overtake_s is None else args.overtake_s)
+        results.append(r)
+        print(f"| {extra} | {r['verdicts_per_min']} | {r['model_seconds']} | {r['admission_wait_s_total']}, "
+              f"{r['admission_wait_s_median']} | {r['most_reserved_gib']} | {r['most_holding']} |", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results},
+                                        indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""The timing stage's rule for a reference that ran much slower beside the candidate than in a clean worker
+(`musacoder.judge.stages.timing.time_candidate`): the candidate is timed again and the attempt whose reference ran
+nearer its clean figure is kept. A whole host slow for a moment then no longer sets a quiet moment's clean figure
+against a candidate timed in the slow one (the same kernel got 1.2x and 0.69x so on a 2-core CPU), while a reference
+the candidate's process keeps slow stays slow in both attempts and is capped as before."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from musacoder.config import VerifyConfig
+from musacoder.judge.stages import timing
+from musacoder.records import Timing, Verdict
+
+
+def _t(ms: float) -> Timing:
+    return Timing(median_ms=ms, mean_ms=ms, stdev_ms=0.0, min_ms=ms, max_ms=ms, repeats=100)
+
+
+def _run(monkeypatch, attempts: list[tuple[float, float]], clean_ms: float | None, device: str = "cpu"):
+    """time_candidate on a stand-in context whose attempts give (reference ms, candidate ms) in turn."""
+    queue = list(attempts)
+    calls = []
+
+    def once(ctx):
+        ref, cand = queue.pop(0)
+        calls.append((ref, cand))
+        s = ref / cand
+        return _t(cand), _t(ref), (s * 0.99, s * 1.01)  # a precise interval: no other reason to time again
+
+    monkeypatch.setattr(timing, "_time_once", once)
+    monkeypatch.setattr(timing, "_clean_figure_now", lambda ctx: clean_ms)
+    ctx = SimpleNamespace(verdict=Verdict(status="ok", task="t"), cfg=VerifyConfig(), device=device)
+    timing.time_candidate(ctx)
+    return ctx.verdict, calls
+
+
+def test_a_moment_of_a_slow_host_is_timed_again_and_the_quiet_attempt_kept(monkeypatch):
+    v, calls = _run(monkeypatch, [(0.322, 0.287), (0.200, 0.170)], clean_ms=0.1587)
+    assert len(calls) == 2
+    assert v.reference_timing.median_ms == 0.200 and v.runtime_ms == 0.170
+    assert v.speedup == pytest.approx(0.200 / 0.170)
+    assert any("its clean figure beside the candidate" in f for f in v.flags)
+
+
+def test_a_reference_kept_slow_by_the_candidate_stays_slow_in_both_attempts(monkeypatch):
+    v, calls = _run(monkeypatch, [(0.320, 0.170), (0.330, 0.160)], clean_ms=0.1587)
+    assert len(calls) == 2
+    # the attempt with the lower reference is kept; the clean figure's cap (clean_reference) then applies to it
+    assert v.reference_timing.median_ms == 0.320 and v.runtime_ms == 0.170
+
+
+@pytest.mark.parametrize("ref, clean, device", [
+    (0.19, 0.1587, "cpu"),  # 1.2x its clean figure: within the CPU's tolerance, timed once
+    (0.19, None, "cpu"),  # no clean figure known yet (the task's first candidate times it at its end)
+    (0.104, 0.100, "cuda:0"),  # a GPU's usual few percent: timed once (the cap takes the lower figure)
+])
+def test_a_reference_near_its_clean_figure_is_timed_once(monkeypatch, ref, clean, device):
+    v, calls = _run(monkeypatch, [(ref, 0.17)], clean_ms=clean, device=device)
+    assert len(calls) == 1 and not v.flags
+
+
+def test_the_threshold_is_the_flag_or_the_tolerance_with_the_precision():
+    assert timing.retime_above(1.0, 0.02) == timing.SLOWED_REFERENCE == 1.25
+    assert timing.retime_above(1.25, 0.02) == pytest.approx(1.3)
