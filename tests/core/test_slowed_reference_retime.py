@@ -63,3 +63,56 @@ def test_a_reference_near_its_clean_figure_is_timed_once(monkeypatch, ref, clean
 def test_the_threshold_is_the_flag_or_the_tolerance_with_the_precision():
     assert timing.retime_above(1.0, 0.02) == timing.SLOWED_REFERENCE == 1.25
     assert timing.retime_above(1.25, 0.02) == pytest.approx(1.3)
+
+
+def _clean(monkeypatch, ref_ms: float, cand_ms: float, shared: float, fresh: float | None, own: bool = False):
+    """clean_reference on a stand-in context: the task's shared clean figure is `shared` ms (another candidate's, or
+    this one's own with `own`), and timing the clean reference again gives `fresh` ms."""
+    import contextlib
+
+    from musacoder.judge.stages.context import TimedInputs
+
+    fresh_calls = []
+
+    def clean_reference_ms(*a, **k):
+        fresh_calls.append(k["master_seed"])
+        return [fresh] * 10
+
+    monkeypatch.setattr(timing, "clean_reference_ms", clean_reference_ms)
+    monkeypatch.setattr(timing, "_clean_entry", lambda ctx: (("clean_reference",), 10))
+    monkeypatch.setattr(timing, "_earlier_figure", lambda ctx, name, repeats: None)
+    v = Verdict(status="ok", task="t", runtime_ms=cand_ms, ref_runtime_ms=ref_ms, reference_timing=_t(ref_ms),
+                candidate_timing=_t(cand_ms), speedup=ref_ms / cand_ms, speedup_vs_eager=ref_ms / cand_ms)
+    v.stages["timing"] = "ok"
+    ctx = SimpleNamespace(
+        verdict=v, cfg=VerifyConfig(), device="cpu", timed_with=TimedInputs(7, 4, None), flush_bytes=0, task=None,
+        weights=SimpleNamespace(state={}, init_inputs=[], seed=0),
+        lease=SimpleNamespace(wait_gone=lambda: None, end_after=lambda gone: None),
+        stage=lambda *a, **k: contextlib.nullcontext(),
+        cached=lambda name, compute, **k: compute() if own else ([shared] * 10, None))
+    if own:
+        monkeypatch.setattr(timing, "_time_clean", lambda *a, **k: [shared] * 10)
+    timing.clean_reference(ctx)
+    return v, fresh_calls
+
+
+def test_a_shared_clean_figure_that_would_cap_hard_is_timed_again_now_and_counts_bounded(monkeypatch):
+    # the host slow while this candidate ran: its own fresh clean figure is slow too, and counts up to 1.3x the
+    # shared one (so the cap is 1.25 x 1.3 x 0.1587 ms, not 1.25 x 0.1587 ms)
+    v, calls = _clean(monkeypatch, ref_ms=0.322, cand_ms=0.287, shared=0.1587, fresh=0.30)
+    assert calls == [7]  # on this candidate's own timed inputs
+    assert v.ref_runtime_ms_clean == pytest.approx(0.1587 * 1.3)
+    assert v.speedup == pytest.approx(1.25 * 0.1587 * 1.3 / 0.287)
+    assert any("timed again in a clean worker now" in f for f in v.flags)
+
+
+def test_a_reference_slowed_in_the_candidates_process_is_capped_by_the_fresh_figure_too(monkeypatch):
+    v, calls = _clean(monkeypatch, ref_ms=0.322, cand_ms=0.17, shared=0.1587, fresh=0.16)
+    assert calls == [7] and v.ref_runtime_ms == pytest.approx(1.25 * 0.16)
+    assert v.speedup == pytest.approx(1.25 * 0.16 / 0.17)
+
+
+@pytest.mark.parametrize("ref_ms, own", [(0.19, False), (0.322, True)])
+def test_no_second_clean_figure_near_the_shared_one_or_for_the_candidate_that_timed_it(monkeypatch, ref_ms, own):
+    v, calls = _clean(monkeypatch, ref_ms=ref_ms, cand_ms=0.17, shared=0.1587, fresh=0.30, own=own)
+    assert calls == [] and v.ref_runtime_ms_clean == pytest.approx(0.1587)
