@@ -1,15 +1,18 @@
-"""The batch pool and memory admission on a modelled GPU, no GPU needed: what jobs waiting for memory cost a batch.
+"""The batch pool and memory admission on a modelled GPU, no GPU needed: what the footprint estimates cost a batch.
 
     python benchmarks/admission_sim.py --kernelbench-dir ../shared/kernelbench --only 'level2/*' --tasks 16 \
-        --copies 8 --workers 16 --extra 0,4,8 --json admission_sim.json
+        --copies 8 --workers 16 --estimate now --estimate 1,0.25,4,4 --json admission_sim.json
 
 Each job stands for one verification and goes through the real scheduler (`musacoder.judge.batch.bounded`,
 `musacoder.judge.slots.DeviceSlots`): it is pinned, spends `--start-s` starting and building outside admission,
 reserves its task's estimated footprint (`slots.footprint` from the task file on the meta device) on a device of
 `--gpu-gib` GiB (85 % usable, as admission counts it), then holds it for a modelled run time,
 `--run-s` + `--per-gib-s` × the task's inputs and outputs in GiB, and lets it go. Times are scaled by `--scale` so
-a round takes seconds. Only the schedule is real here: the run times are a model, so the figures are predictions to
-set beside a GPU run (`benchmarks/rl_load.py`), not measurements.
+a round takes seconds. Each `--estimate` is one row: `now` (the constants in `musacoder.judge.slots`) or
+`WORKER_FIXED,TRUSTED_FIXED,SLACK,TRUSTED_SLACK` (GiB, GiB, factors) to model. Only the schedule is real here: the
+run times are a model, so the figures are predictions to set beside a GPU run (`benchmarks/rl_load.py`), not
+measurements. What bounds such a batch is the sum over its verifications of footprint × admitted time against the
+GPU's usable memory: with the defaults, 16 level-2 tasks on an 80 GB GPU come to about 25 verdicts a minute.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def load_footprints(kb: Path, cands: Path, only: list[str], n_tasks: int) -> lis
     return out
 
 
-def simulate(tasks: list[tuple[str, object]], copies: int, workers: int, extra: int, gpu_gib: float, start_s: float,
+def simulate(tasks: list[tuple[str, object]], copies: int, workers: int, gpu_gib: float, start_s: float,
              run_s: float, per_gib_s: float, scale: float, overtake_s: float) -> dict:
     from musacoder.judge.batch import bounded
     from musacoder.judge.slots import GiB, DeviceSlots
@@ -68,10 +71,10 @@ def simulate(tasks: list[tuple[str, object]], copies: int, workers: int, extra: 
 
     jobs = [t for t in tasks for _ in range(copies)]
     t0 = time.monotonic()
-    done = [tid for tid, _ in bounded(job, jobs, workers, parked=slots.parked, extra=extra)]
+    done = [tid for tid, _ in bounded(job, jobs, workers)]
     seconds = (time.monotonic() - t0) / scale
     assert len(done) == len(jobs)
-    return {"extra": extra, "verdicts": len(done), "model_seconds": round(seconds, 1),
+    return {"verdicts": len(done), "model_seconds": round(seconds, 1),
             "verdicts_per_min": round(60 * len(done) / seconds, 1),
             "admission_wait_s_total": round(sum(waits), 1), "admission_wait_s_median": round(statistics.median(waits), 2),
             "most_reserved_gib": round(slots.peak["cuda:0"][1] / GiB, 1), "most_holding": slots.peak["cuda:0"][0]}
@@ -86,7 +89,8 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=16)
     ap.add_argument("--copies", type=int, default=8)
     ap.add_argument("--workers", type=int, default=16)
-    ap.add_argument("--extra", default="0,4", help="comma-separated values of verify_many's parked_extra to compare")
+    ap.add_argument("--estimate", action="append", default=[],
+                    help="now, or WORKER_FIXED_GIB,TRUSTED_FIXED_GIB,SLACK,TRUSTED_SLACK to model (repeatable)")
     ap.add_argument("--gpu-gib", type=float, default=79.2, help="the modelled GPU's memory (H100 80GB: 79.2 GiB)")
     ap.add_argument("--start-s", type=float, default=1.0, help="modelled worker start and warm build, outside admission")
     ap.add_argument("--run-s", type=float, default=6.0, help="modelled admitted time of a light task")
@@ -96,22 +100,40 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 
+    from musacoder.judge import slots
     from musacoder.judge.slots import GiB, OVERTAKE_S
 
     tasks = load_footprints(args.kernelbench_dir, args.candidates, [g for g in args.only.split(",") if g], args.tasks)
     if not tasks:
         sys.exit(f"no task with a candidate under {args.candidates} matches {args.only!r} in {args.kernelbench_dir}")
-    print(f"{len(tasks)} tasks x {args.copies}, {args.workers} workers, a {args.gpu_gib:g} GiB GPU (modelled); "
-          f"footprints {min(fp.total for _, fp in tasks) / GiB:.1f}-{max(fp.total for _, fp in tasks) / GiB:.1f} GiB")
-    print("\n| parked extra | verdicts/min (model) | model s | admission wait s (total, median) | most reserved GiB | "
-          "most admitted at once |\n|---|---|---|---|---|---|")
+    now = (slots.WORKER_FIXED / GiB, slots.TRUSTED_FIXED / GiB, slots.SLACK, slots.TRUSTED_SLACK)
+    estimates = []
+    for e in args.estimate or ["now"]:
+        try:
+            estimates.append(now if e == "now" else tuple(float(x) for x in e.split(",")))
+        except ValueError:
+            ap.error(f"--estimate {e!r}: now, or four numbers WORKER_FIXED_GIB,TRUSTED_FIXED_GIB,SLACK,TRUSTED_SLACK")
+        if len(estimates[-1]) != 4:
+            ap.error(f"--estimate {e!r}: four numbers, got {len(estimates[-1])}")
+    print(f"{len(tasks)} tasks x {args.copies}, {args.workers} workers, a {args.gpu_gib:g} GiB GPU (modelled)")
+    print("\n| estimate (worker fixed GiB, trusted fixed GiB, slack, trusted slack) | footprints GiB | verdicts/min "
+          "(model) | model s | admission wait s (total, median) | most reserved GiB | most admitted at once |\n"
+          "|---|---|---|---|---|---|---|")
     results = []
-    for extra in (int(x) for x in args.extra.split(",")):
-        r = simulate(tasks, args.copies, args.workers, extra, args.gpu_gib, args.start_s, args.run_s, args.per_gib_s,
+    for wf, tf, slack, tslack in estimates:
+        # Footprint reads these module constants whenever its properties are asked
+        slots.WORKER_FIXED, slots.TRUSTED_FIXED = int(wf * GiB), int(tf * GiB)
+        slots.SLACK, slots.TRUSTED_SLACK = slack, tslack
+        r = simulate(tasks, args.copies, args.workers, args.gpu_gib, args.start_s, args.run_s, args.per_gib_s,
                      args.scale, OVERTAKE_S if args.overtake_s is None else args.overtake_s)
+        sizes = [fp.total / GiB for _, fp in tasks]
+        r.update(estimate=[wf, tf, slack, tslack], footprint_gib=[round(min(sizes), 1), round(max(sizes), 1)])
         results.append(r)
-        print(f"| {extra} | {r['verdicts_per_min']} | {r['model_seconds']} | {r['admission_wait_s_total']}, "
-              f"{r['admission_wait_s_median']} | {r['most_reserved_gib']} | {r['most_holding']} |", flush=True)
+        print(f"| {wf:g}, {tf:g}, {slack:g}, {tslack:g} | {min(sizes):.1f}-{max(sizes):.1f} | {r['verdicts_per_min']} | "
+              f"{r['model_seconds']} | {r['admission_wait_s_total']}, {r['admission_wait_s_median']} | "
+              f"{r['most_reserved_gib']} | {r['most_holding']} |", flush=True)
+    slots.WORKER_FIXED, slots.TRUSTED_FIXED = int(now[0] * GiB), int(now[1] * GiB)
+    slots.SLACK, slots.TRUSTED_SLACK = now[2], now[3]
     if args.json:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results},
                                         indent=1))

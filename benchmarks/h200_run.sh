@@ -28,8 +28,8 @@
 #   then STEPS="golden snapshot" T_GOLD=540 and STEPS="corpus anchor" T_CORPUS=300 ANC_LIMIT=16 T_ANC=280, chained on one
 #   warm machine (issues 36-38: the golden set, the verdict snapshot and the style corpus at full size, one candidate
 #   8 times with the per-task cache on and off, 16 tasks x 8 candidates, and KernelBench's harness side by side)
-#   STEPS=rlload RL_ONLY='level2/*' RL_EXTRA=0 RL_TAG=-x0 SMI_MS=500 (and RL_TAG=-x4 with the default): the warm 16 x 8
-#   round with and without the jobs that start while others wait for device memory, the GPU's used memory sampled
+#   STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 SMI_MS=500 (RL_TAG names the files): the 16 x 8 load cold and warm,
+#   the GPU's used memory and each process's sampled beside it (benchmarks/smi_summary.py)
 #   What is still owed after the H100 runs of 2026-12-06 (docs/benchmarks.md): the 16 x 8 load to its end and a
 #   second, warm round with the machine-code rule reading libraries only and each task's first candidate started ahead
 #   (STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 T_RL8=560: predicted about 4 minutes a cold round; RL_SCHEDULE=grouped
@@ -249,7 +249,7 @@ if has rlload; then  # issue 38 (b): 16 tasks x 8 candidates (golden + 7 variant
   fi
   timeout ${T_RL8:-400} python3 benchmarks/rl_load.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
     --only "${RL_ONLY:-}" --tasks ${RL_TASKS:-16} --copies 8 --workers ${RL_WORKERS:-16} --rounds ${RL_ROUNDS:-1} \
-    --schedule ${RL_SCHEDULE:-ahead} ${RL_EXTRA:+--parked-extra $RL_EXTRA} --json "$OUT/rl_load${RL_TAG:-}.json" \
+    --schedule ${RL_SCHEDULE:-ahead} --json "$OUT/rl_load${RL_TAG:-}.json" \
     > "$OUT/rl_load${RL_TAG:-}.log" 2>&1
   tail -3 "$OUT/rl_load${RL_TAG:-}.log"; grep -v " ok " "$OUT/rl_load${RL_TAG:-}.log" | grep "^  level" | cut -c1-200 | head -8
   if [ -n "${SMI_MS:-}" ]; then

@@ -82,9 +82,6 @@ def main() -> None:
     ap.add_argument("--schedule", choices=("ahead", "grouped"), default="ahead",
                     help="each task's first job started ahead of the tasks before it (verify_many's default), or "
                          "every task's jobs strictly one task after another")
-    ap.add_argument("--parked-extra", type=int, default=None,
-                    help="how many more jobs than --workers run while some wait for device memory (default: "
-                         "verify_many's, a quarter of the workers; 0: none)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 
@@ -141,8 +138,7 @@ def run_round(jobs: list, args, cfg, rnd: int = 1) -> tuple[dict, list[dict]]:
 
     t0, rows = time.monotonic(), []
     sink = args.json.with_suffix(".rows.jsonl") if args.json else None  # every verdict as it comes: a cut run keeps it
-    for job, v in verify_many(jobs, workers=args.workers, config=cfg, leaders_ahead=args.schedule == "ahead",
-                              parked_extra=args.parked_extra):
+    for job, v in verify_many(jobs, workers=args.workers, config=cfg, leaders_ahead=args.schedule == "ahead"):
         excl = sum(v.stage_s.get(s, 0.0) for s in EXCLUSIVE_STAGES)
         # the wall no stage timed (dotted names, `worker.*`, `binary.*`, `correctness.*`, are parts of stages)
         untimed = v.wall_s - sum(x for k, x in v.stage_s.items() if "." not in k)
@@ -180,7 +176,6 @@ def run_round(jobs: list, args, cfg, rnd: int = 1) -> tuple[dict, list[dict]]:
         "speedup_spread_max": round(max(spreads.values()), 4) if spreads else None,
         "workers": args.workers, "copies": args.copies, "identical": args.identical, "backend": args.backend,
         "max_input_mb": args.max_input_mb or None, "schedule": args.schedule,
-        "parked_extra": args.parked_extra,
         "reserved_peak_gb": reserved_peak(),
     }
     return summary, rows

@@ -49,7 +49,7 @@ def test_verify_many_starts_leaders_ahead_unless_told_not_to(monkeypatch):
 
     seen = []
 
-    def recorded(fn, jobs, workers, **kw):  # the order the pool would draw jobs in
+    def recorded(fn, jobs, workers):  # the order the pool would draw jobs in
         seen.append(_ids(jobs))
         return iter(())
 
@@ -58,56 +58,3 @@ def test_verify_many_starts_leaders_ahead_unless_told_not_to(monkeypatch):
     list(batch.verify_many(_jobs(3, 4), workers=8, verifier=lambda *a, **k: None, leaders_ahead=False))
     assert seen[0][:3] == ["t0#0", "t1#0", "t2#0"]
     assert seen[1] == [f"t{t}#{k}" for t in range(3) for k in range(4)]
-
-
-def test_jobs_waiting_for_device_memory_give_their_pool_slot_to_jobs_that_fit():
-    """Two workers on a 10-unit device: the first two jobs (9 units each) cannot both be admitted, so one waits for
-    memory; the pool then starts a third (1 unit), which runs beside the first instead of waiting behind both. Never
-    more than `workers + extra` in flight."""
-    import threading
-    import time
-
-    from musacoder.judge.slots import DeviceSlots
-
-    slots = DeviceSlots(cuda_count=1, memory={"cuda:0": 10})
-    lock = threading.Lock()
-    in_flight, most, admitted = [0], [0], []
-
-    def fn(need):
-        with lock:
-            in_flight[0] += 1
-            most[0] = max(most[0], in_flight[0])
-        try:
-            with slots.assign("cuda", need):
-                with lock:
-                    admitted.append(need)
-                time.sleep(1.0 if need > 1 else 0.05)
-        finally:
-            with lock:
-                in_flight[0] -= 1
-        return need
-
-    done = [j for j, _ in bounded(fn, [9, 9, 1, 1], 2, parked=slots.parked, extra=1)]
-    assert sorted(done) == [1, 1, 9, 9]
-    assert admitted == [9, 1, 1, 9]  # the small jobs went in beside the first large one while the second waited
-    assert most[0] == 3  # two workers and one more while a job was parked, never more
-
-
-def test_without_parked_jobs_the_pool_keeps_its_size():
-    import threading
-    import time
-
-    lock = threading.Lock()
-    in_flight, most = [0], [0]
-
-    def fn(j):
-        with lock:
-            in_flight[0] += 1
-            most[0] = max(most[0], in_flight[0])
-        time.sleep(0.02)
-        with lock:
-            in_flight[0] -= 1
-        return j
-
-    assert sorted(j for j, _ in bounded(fn, range(12), 3, parked=lambda: 0, extra=3)) == list(range(12))
-    assert most[0] == 3

@@ -226,8 +226,7 @@ def test_memory_reservations_never_overcommit_a_device_and_one_always_runs():
 
 def test_later_small_reservations_overtake_a_large_one_only_until_it_waited_too_long():
     """A 9-unit verification waits on a 10-unit device beside a 5-unit holder: 1-unit ones arriving early are admitted
-    before it (they fit), but once it has waited `overtake_s` a newcomer waits until it has run; `parked` counts the
-    verifications waiting for memory."""
+    before it (they fit), but once it has waited `overtake_s` a newcomer waits until it has run."""
     slots = DeviceSlots(cuda_count=1, memory={"cuda:0": 10})
     slots.overtake_s = 0.3
     order, lock = [], threading.Lock()
@@ -242,7 +241,7 @@ def test_later_small_reservations_overtake_a_large_one_only_until_it_waited_too_
     time.sleep(0.05)
     large = _started(job, [("large", 9, 0.05)])
     time.sleep(0.05)
-    assert slots.parked() == 1
+    assert len(slots._admission) == 1
     early = _started(job, [("early", 1, 0.05)])  # fits, and the large one has waited only 0.05 s
     for t in early:
         t.join(timeout=2)
@@ -250,11 +249,11 @@ def test_later_small_reservations_overtake_a_large_one_only_until_it_waited_too_
     time.sleep(0.35)  # the large one has now waited past overtake_s
     late = _started(job, [("late", 1, 0.05)])
     time.sleep(0.05)
-    assert "late" not in order and slots.parked() == 2
+    assert "late" not in order and len(slots._admission) == 2
     assert slots.try_reserve("cuda:0", 1) is None  # nor does anything else get in without waiting
     for t in first + large + late:
         t.join(timeout=3)
-    assert order == ["holder", "early", "large", "late"] and slots.parked() == 0
+    assert order == ["holder", "early", "large", "late"] and len(slots._admission) == 0
 
 
 def test_memory_reservations_spread_over_devices():

@@ -29,14 +29,12 @@ class VerifyJob:
 
 
 def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyConfig | None = None,
-                verifier: Callable[..., Verdict] | None = None, leaders_ahead: bool = True,
-                parked_extra: int | None = None) -> Iterator[tuple[VerifyJob, Verdict]]:
+                verifier: Callable[..., Verdict] | None = None, leaders_ahead: bool = True) \
+        -> Iterator[tuple[VerifyJob, Verdict]]:
     """Verify jobs with at most `workers` in flight; yields (job, verdict) in completion order. The jobs of one task
     run next to each other (in the order given otherwise; each task's first job starts ahead, `by_task`, unless
     `leaders_ahead` is off), and share one per-task cache for this batch
-    (`musacoder.judge.task_cache`): the task's reference work is done once, with secrets drawn for this batch. While
-    jobs wait for device memory, up to `parked_extra` more run (default `extra_for(workers)`; 0: never more than
-    `workers`)."""
+    (`musacoder.judge.task_cache`): the task's reference work is done once, with secrets drawn for this batch."""
     from functools import partial
 
     from musacoder.judge.pipeline import verify
@@ -55,18 +53,8 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
 
     from musacoder.judge.sandbox import prestarted_workers
 
-    from musacoder.judge.slots import DEVICE_SLOTS
-
     with prestarted_workers(max(1, workers)):
-        extra = extra_for(workers) if parked_extra is None else parked_extra
-        yield from bounded(one, jobs, workers, parked=DEVICE_SLOTS.parked, extra=extra)
-
-
-def extra_for(workers: int) -> int:
-    """How many more verifications than `workers` a batch runs while some wait for device memory: a quarter of the pool
-    (each holds a started worker process and its CUDA context, which no reservation counts: they live in the 15 % of
-    the device that admission leaves free)."""
-    return max(1, workers) // 4
+        yield from bounded(one, jobs, workers)
 
 
 def by_task(jobs: Iterable[VerifyJob], workers: int = 1) -> list[VerifyJob]:
@@ -99,43 +87,25 @@ def leads_ahead(workers: int, sizes: list[int]) -> int:
     return 0 if median < 2 else max(0, workers) // median
 
 
-def bounded(fn: Callable, jobs: Iterable, workers: int, parked: Callable[[], int] | None = None,
-            extra: int = 0) -> Iterator[tuple]:
+def bounded(fn: Callable, jobs: Iterable, workers: int) -> Iterator[tuple]:
     """(job, fn(job)) for every job, in completion order, with at most `workers` calls in flight (threads); jobs are
-    drawn from the iterable only as slots free up. With `parked` (how many calls in flight now wait for device memory,
-    `DeviceSlots.parked`), that many more calls may be in flight, at most `extra` more: a call that waits for memory
-    does not hold its slot from a job that would fit beside the others."""
+    drawn from the iterable only as slots free up."""
     it = iter(jobs)
     workers = max(1, workers)
-
-    def room() -> int:
-        return workers + (min(max(0, extra), parked()) if parked is not None and extra > 0 else 0)
-
-    with ThreadPoolExecutor(max_workers=workers + max(0, extra)) as pool:
-        running: dict = {}
-        exhausted = False
-
-        def top_up() -> None:
-            nonlocal exhausted
-            while not exhausted and len(running) < room():
-                nxt = next(it, _END)
-                if nxt is _END:
-                    exhausted = True
-                    return
-                running[pool.submit(fn, nxt)] = nxt
-
-        top_up()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        running = {}
+        for job in it:
+            running[pool.submit(fn, job)] = job
+            if len(running) >= workers:
+                break
         while running:
-            # with parked calls possible, look again every half second: a call that began waiting frees its slot
-            done, _ = wait(running, timeout=0.5 if parked is not None and extra > 0 else None,
-                           return_when=FIRST_COMPLETED)
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in done:
                 job = running.pop(fut)
                 yield job, fut.result()
-            top_up()
-
-
-_END = object()
+                nxt = next(it, None)
+                if nxt is not None:
+                    running[pool.submit(fn, nxt)] = nxt
 
 
 class ManifestError(ValueError):

@@ -97,13 +97,6 @@ class DeviceSlots:
         return any(d == dev and (ticket is None or t < ticket) and now - since >= self.overtake_s
                    for t, (d, since) in self._admission.items())
 
-    def parked(self) -> int:
-        """Verifications now waiting in `reserve` for device memory. A batch's pool (`musacoder.judge.batch.bounded`)
-        starts as many more jobs, up to a bound, so that one task's large footprints waiting for memory do not hold
-        every slot while other tasks' candidates would fit beside them."""
-        with self._cv:
-            return len(self._admission)
-
     @contextlib.contextmanager
     def assign(self, device: str, need_bytes: int = 0, alone: bool = False):
         """Pin one verification to a concrete device and reserve `need_bytes` of its memory at once, until the block
