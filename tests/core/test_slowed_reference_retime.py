@@ -17,7 +17,8 @@ def _t(ms: float) -> Timing:
     return Timing(median_ms=ms, mean_ms=ms, stdev_ms=0.0, min_ms=ms, max_ms=ms, repeats=100)
 
 
-def _run(monkeypatch, attempts: list[tuple[float, float]], clean_ms: float | None, device: str = "cpu"):
+def _run(monkeypatch, attempts: list[tuple[float, float]], clean_ms: float | None, device: str = "cpu",
+         clean_started: bool = False):
     """time_candidate on a stand-in context whose attempts give (reference ms, candidate ms) in turn."""
     queue = list(attempts)
     calls = []
@@ -30,7 +31,8 @@ def _run(monkeypatch, attempts: list[tuple[float, float]], clean_ms: float | Non
 
     monkeypatch.setattr(timing, "_time_once", once)
     monkeypatch.setattr(timing, "_clean_figure_now", lambda ctx: clean_ms)
-    ctx = SimpleNamespace(verdict=Verdict(status="ok", task="t"), cfg=VerifyConfig(), device=device)
+    ctx = SimpleNamespace(verdict=Verdict(status="ok", task="t"), cfg=VerifyConfig(), device=device,
+                          clean_started=clean_started)
     timing.time_candidate(ctx)
     return ctx.verdict, calls
 
@@ -60,12 +62,18 @@ def test_a_reference_near_its_clean_figure_is_timed_once(monkeypatch, ref, clean
     assert len(calls) == 1 and not v.flags
 
 
+def test_the_candidate_that_started_the_clean_figure_right_after_its_timing_is_timed_once(monkeypatch):
+    v, calls = _run(monkeypatch, [(0.322, 0.287)], clean_ms=0.1587, clean_started=True)
+    assert len(calls) == 1 and not v.flags
+
+
 def test_the_threshold_is_the_flag_or_the_tolerance_with_the_precision():
     assert timing.retime_above(1.0, 0.02) == timing.SLOWED_REFERENCE == 1.25
     assert timing.retime_above(1.25, 0.02) == pytest.approx(1.3)
 
 
-def _clean(monkeypatch, ref_ms: float, cand_ms: float, shared: float, fresh: float | None, own: bool = False):
+def _clean(monkeypatch, ref_ms: float, cand_ms: float, shared: float, fresh: float | None, own: bool = False,
+           clean_started: bool = False):
     """clean_reference on a stand-in context: the task's shared clean figure is `shared` ms (another candidate's, or
     this one's own with `own`), and timing the clean reference again gives `fresh` ms."""
     import contextlib
@@ -86,6 +94,7 @@ def _clean(monkeypatch, ref_ms: float, cand_ms: float, shared: float, fresh: flo
     v.stages["timing"] = "ok"
     ctx = SimpleNamespace(
         verdict=v, cfg=VerifyConfig(), device="cpu", timed_with=TimedInputs(7, 4, None), flush_bytes=0, task=None,
+        clean_started=clean_started,
         weights=SimpleNamespace(state={}, init_inputs=[], seed=0),
         lease=SimpleNamespace(wait_gone=lambda: None, end_after=lambda gone: None),
         stage=lambda *a, **k: contextlib.nullcontext(),
@@ -112,7 +121,9 @@ def test_a_reference_slowed_in_the_candidates_process_is_capped_by_the_fresh_fig
     assert v.speedup == pytest.approx(1.25 * 0.16 / 0.17)
 
 
-@pytest.mark.parametrize("ref_ms, own", [(0.19, False), (0.322, True)])
-def test_no_second_clean_figure_near_the_shared_one_or_for_the_candidate_that_timed_it(monkeypatch, ref_ms, own):
-    v, calls = _clean(monkeypatch, ref_ms=ref_ms, cand_ms=0.17, shared=0.1587, fresh=0.30, own=own)
+@pytest.mark.parametrize("ref_ms, own, started", [(0.19, False, False), (0.322, True, False), (0.322, False, True)])
+def test_no_second_clean_figure_near_the_shared_one_or_for_the_candidate_that_timed_it(monkeypatch, ref_ms, own,
+                                                                                       started):
+    v, calls = _clean(monkeypatch, ref_ms=ref_ms, cand_ms=0.17, shared=0.1587, fresh=0.30, own=own,
+                      clean_started=started)
     assert calls == [] and v.ref_runtime_ms_clean == pytest.approx(0.1587)

@@ -59,16 +59,35 @@ def test_rotation_draws_new_secret_seeds_and_drops_entries():
     assert cache.get(KEY, "ref", lambda: 2) == (2, False) and len(cache) == 1
 
 
-def test_budget_evicts_least_recently_used_and_never_keeps_an_oversized_entry():
+def test_budget_evicts_other_tasks_least_recently_used_and_never_keeps_an_oversized_entry():
+    other = TaskKey.of("class Other: ...", "cpu", "torch-x", (5,))
     cache = TaskCache(budget_bytes=100)
-    cache.get(KEY, "a", lambda: "a", size=lambda v: 60)
-    cache.get(KEY, "b", lambda: "b", size=lambda v: 30)
-    cache.get(KEY, "a", lambda: "A")  # touch a: b is now the oldest
-    cache.get(KEY, "c", lambda: "c", size=lambda v: 30)
-    assert cache.get(KEY, "a", lambda: "A2")[1] is True
-    assert cache.get(KEY, "b", lambda: "b2") == ("b2", False)
+    cache.get(other, "a", lambda: "a", size=lambda v: 40)
+    cache.get(other, "b", lambda: "b", size=lambda v: 30)
+    cache.get(other, "a", lambda: "A")  # touch a: b is now the oldest
+    cache.get(KEY, "c", lambda: "c", size=lambda v: 50)  # another task's entry: b goes
+    assert cache.get(other, "a", lambda: "A2")[1] is True
+    assert cache.get(KEY, "c", lambda: "c2")[1] is True
+    assert cache.get(other, "b", lambda: "b2") == ("b2", False)  # recomputed, and kept in place of nothing of KEY's
     assert cache.get(KEY, "big", lambda: "big", size=lambda v: 1000) == ("big", False)
     assert cache.get(KEY, "big", lambda: "big2", size=lambda v: 1000) == ("big2", False)
+
+
+def test_a_task_whose_entries_outgrow_the_budget_keeps_its_first_ones_for_every_later_candidate():
+    """Candidates ask for a task's trial cases in the same order every time: least recently used, a budget of 3.5
+    cases kept none of 5 for the next candidate (each was evicted just before it was asked for again); now the first 3
+    are reused by every later candidate and only the last 2 recomputed."""
+    cache, computed = TaskCache(budget_bytes=350), []
+
+    def case(i):
+        return lambda: computed.append(i) or f"case {i}"
+
+    for candidate in range(4):
+        for i in range(5):
+            cache.get(KEY, ("reference_case", i), case(i), size=lambda v: 100)
+    assert computed[:5] == [0, 1, 2, 3, 4]  # the first candidate computes all
+    assert computed[5:] == [3, 4] * 3  # each later one only the two that did not fit
+    assert cache.bytes_kept == 300 and len(cache) == 3
 
 
 def test_budget_from_environment(monkeypatch):

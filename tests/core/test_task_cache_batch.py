@@ -23,6 +23,12 @@ def timed_now(v) -> bool:
     return v.ref_runtime_ms_clean is not None and not any("was reused from" in f for f in v.flags)
 
 
+def retimed(v) -> bool:
+    """The shared clean figure would have capped this verdict's reference hard (a host slow while it ran) and the
+    clean reference was timed again for it alone (`timing._clean_now`)."""
+    return any("timed again in a clean worker now" in f for f in v.flags)
+
+
 def first(got: dict):
     return next(iter(got.values()))
 
@@ -44,9 +50,11 @@ def test_four_identical_candidates_of_one_task_reuse_its_reference_work():
     assert len({v.ref_runtime_ms_in_process for v in got.values()}) > 1
     # one clean reference for the task, started in the background right after the first candidate's timing: no
     # candidate timed it at its own end, each waited for the shared figure (timed), all capped by the same figure
-    assert not any("clean_reference" in v.stage_s for v in got.values())
+    # (unless a busy host slowed a candidate's reference so much that the shared figure was timed again for it alone)
+    assert not any("clean_reference" in v.stage_s and not retimed(v) for v in got.values())
     assert all("clean_reference_reuse" in v.stage_s for v in got.values())
-    assert len({v.ref_runtime_ms_clean for v in got.values()}) == 1 and first(got).ref_runtime_ms_clean > 0
+    assert len({v.ref_runtime_ms_clean for v in got.values() if not retimed(v)}) == 1
+    assert first(got).ref_runtime_ms_clean > 0
 
 
 @pytest.mark.parametrize("backend, device", [("cuda", "cuda:1"), ("triton", "cpu"), ("cpp", "cpu")])
@@ -86,7 +94,8 @@ def test_a_later_batch_of_the_process_reuses_the_clean_reference_while_it_is_rec
     assert first.status == "ok" and timed_now(first)
     second = [v for _, v in verify_many(_jobs(2), workers=1, config=cfg)]
     assert [v.status for v in second] == ["ok", "ok"]
-    assert all(not timed_now(v) and v.ref_runtime_ms_clean == first.ref_runtime_ms_clean for v in second)
+    assert all(not timed_now(v) and (v.ref_runtime_ms_clean == first.ref_runtime_ms_clean or retimed(v))
+               for v in second)
     assert all(any("from an earlier batch" in f for f in v.flags) for v in second)
     # the batches' own secrets still differ: the candidates' in-worker reference figures are their own
     assert len({first.ref_runtime_ms_in_process, *(v.ref_runtime_ms_in_process for v in second)}) > 1
@@ -111,7 +120,7 @@ def test_a_stored_clean_reference_is_reused_by_a_later_run_only_when_opted_in_an
     second = [v for _, v in verify_many(_jobs(1), workers=1, config=cfg)][0]
     assert second.status == "ok" and not timed_now(second)
     assert any("reused from a run" in f for f in second.flags)
-    assert second.ref_runtime_ms_clean == first.ref_runtime_ms_clean
+    assert second.ref_runtime_ms_clean == first.ref_runtime_ms_clean or retimed(second)
     # not opted in: timed again
     off = [v for _, v in verify_many(_jobs(1), workers=1, config=CFG.model_copy(update={"cache_dir": tmp_path}))][0]
     assert timed_now(off)

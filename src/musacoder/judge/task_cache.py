@@ -14,8 +14,9 @@ candidate of a task sees the same inputs, each in its own worker; a candidate th
 still meets fresh inputs in every trial and timed round of its own verification.
 
 Entries are computed at most once (concurrent askers of one entry wait for the first), kept within a byte budget
-(least recently used first out; an entry larger than the budget is computed and handed back, never kept), and each
-hand-out says whether it was reused, which the verdict reports (`reference_reused`).
+(other tasks' entries out first, least recently used first; an entry that would need its own task's entries out, or
+is larger than the budget, is computed and handed back, never kept), and each hand-out says whether it was reused,
+which the verdict reports (`reference_reused`).
 """
 
 from __future__ import annotations
@@ -200,14 +201,26 @@ class TaskCache:
         return value
 
     def _keep(self, full: tuple, value: Any, nbytes: int) -> None:
+        """Keep an entry within the budget: other tasks' entries go first, least recently used first; a task's own
+        entries are never evicted for another of its entries, which is then not kept. Every candidate of a task asks
+        for its entries in the same order, round after round (its trials), and a least-recently-used cache smaller
+        than that set evicts each entry just before it is asked for again: every candidate then recomputed all seven
+        float64 convolutions of a task whose seven cases are 42 GB (docs/benchmarks.md). Kept this way, the first
+        cases that fit are reused and only the rest recomputed."""
         with self._lock:
             if full[1] != self.generation or nbytes > self.budget_bytes:
                 return  # rotated meanwhile, or too large to keep: handed back once, never kept
+            others = [k for k in self._entries if k[0] != full[0]]  # least recently used first
+            need = self._bytes + nbytes - self.budget_bytes
+            if need > sum(self._entries[k][1] for k in others):
+                return  # only its own task's entries could make room: not kept
+            for k in others:
+                if self._bytes + nbytes <= self.budget_bytes:
+                    break
+                _, b = self._entries.pop(k)
+                self._bytes -= b
             self._entries[full] = (value, nbytes)
             self._bytes += nbytes
-            while self._bytes > self.budget_bytes and self._entries:
-                _, (_, b) = self._entries.popitem(last=False)
-                self._bytes -= b
 
     @property
     def bytes_kept(self) -> int:

@@ -71,7 +71,8 @@ def time_candidate(ctx: RunContext) -> None:
     width = interval[1] / interval[0] - 1 if interval[0] > 0 else float("inf")
     why = "outlier" if speedup > cfg.outlier_speedup else \
         "imprecise" if width > 2 * cfg.ratio_precision * StoppingRule.wide else None
-    clean_ms = None if why else _clean_figure_now(ctx)
+    # the task's clean figure, unless this verification started it right after its own timing (the same moment)
+    clean_ms = None if why or ctx.clean_started else _clean_figure_now(ctx)
     if why:
         cand2, ref2, interval2 = _time_once(ctx)
         s2 = ratio(ref2.median_ms, cand2.median_ms)
@@ -261,7 +262,8 @@ def clean_reference(ctx: RunContext) -> None:
         if earlier:
             v.flags.append(earlier)
         shared = statistics.median(ms)
-        if not own and ref.median_ms > shared * retime_above(_tolerance(ctx), cfg.ratio_precision):
+        other_moment = not (own or ctx.clean_started)  # not timed right after this candidate's own timing
+        if other_moment and ref.median_ms > shared * retime_above(_tolerance(ctx), cfg.ratio_precision):
             # a figure of another moment (the task's first candidate's, or an earlier batch's) that would cap this
             # one's reference hard: the clean reference timed again now, right after this candidate's worker is gone,
             # so that a host slow for longer than the re-timing (time_candidate) is slow for both figures, while a
@@ -323,6 +325,7 @@ def start_clean_reference(ctx: RunContext) -> None:
             reservation.close()
 
     threading.Thread(target=run, name="musacoder-clean-reference", daemon=True).start()
+    ctx.clean_started = True
 
 
 def _clean_now(ctx: RunContext, repeats: int, shared: float, beside: float) -> list[float] | None:
