@@ -105,4 +105,7 @@ def test_verify_batch_reuses_a_stored_reference_timing_only_when_asked(tmp_path)
     assert all(r["status"] == "ok" for r in rows)
     reused = [any("reused from a run" in f for f in r["flags"]) for r in rows]
     assert reused == [False, False, True]  # not asked; asked, nothing stored yet (it stores); asked, stored
-    assert rows[2]["ref_runtime_ms_clean"] == rows[1]["ref_runtime_ms_clean"]
+    # the stored figure counts, unless the host was so slow while the third run timed its candidate that it was timed
+    # again for it alone (`timing._clean_now`, flagged)
+    assert rows[2]["ref_runtime_ms_clean"] == rows[1]["ref_runtime_ms_clean"] \
+        or any("timed again in a clean worker now" in f for f in rows[2]["flags"])
