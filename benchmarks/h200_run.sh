@@ -30,14 +30,14 @@
 #   8 times with the per-task cache on and off, 16 tasks x 8 candidates, and KernelBench's harness side by side)
 #   STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 SMI_MS=500 (RL_TAG names the files): the 16 x 8 load cold and warm,
 #   the GPU's used memory and each process's sampled beside it (benchmarks/smi_summary.py)
-#   What is still owed after the H100 runs of 2026-12-06 (docs/benchmarks.md): the 16 x 8 load to its end and a
-#   second, warm round with the machine-code rule reading libraries only and each task's first candidate started ahead
-#   (STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 T_RL8=560: predicted about 4 minutes a cold round; RL_SCHEDULE=grouped
-#   for the order before), then STEPS="golden" GOLD_ONLY='level1/19_*' T_GOLD=130 (the 6.4 GB ReLU's
-#   stages, and 8 copies of it: the 15 a minute), then STEPS="faults corpus" FAULT_MB=64
-#   CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (a crash, a hang and an OOM among goldens; the hoarding rule on
-#   the GPU and the CPU-backend candidates at full size), then STEPS=anchor with ANC_LIMIT=16 (KernelBench's harness
-#   side by side, cold and warm)
+#   What is still owed after the H100 runs of 2026-12-06 and -07 (docs/benchmarks.md): the 16 x 8 load to its end
+#   and a second, warm round, with a task's own cache entries kept (STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2
+#   SMI_MS=500 T_RL8=560: the last cold round was cut at 524 s, 118 of 128, four minutes of it the convolution's
+#   float64 cases recomputed by every candidate; predicted now about two minutes less), then STEPS="golden"
+#   GOLD_ONLY='level1/19_*' T_GOLD=130 (the 6.4 GB ReLU's stages, and 8 copies of it: the 15 a minute), then
+#   STEPS="faults corpus" FAULT_MB=64 CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (a crash, a hang and an OOM
+#   among goldens; the hoarding rule on the GPU and the CPU-backend candidates at full size), then STEPS=anchor with
+#   ANC_LIMIT=16 (KernelBench's harness side by side, cold and warm)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
