@@ -123,7 +123,7 @@ class RunContext:
     center_ok: bool | None = None  # the reference stayed finite on zero-mean inputs (a "center" trial)
     correctness: Correctness | None = None
     timed_with: TimedInputs | None = None
-    clean_started: bool = False  # this verification started the task's clean reference right after its timing
+    clean_started: bool = False  # this verification timed the task's clean reference (after its timing, or at its end)
     ref_forward_s: float = 0.0  # the slowest reference forward measured for this task (sets the call limits)
     call_limit_s: float | None = None  # the limit of the last request sent (reported when it ran out)
 

@@ -245,8 +245,6 @@ def clean_reference(ctx: RunContext) -> None:
         return
     name, repeats = entry
 
-    own = []
-
     def measure() -> tuple[list[float], str | None]:
         """(ms, where a figure measured earlier came from: None when timed now)."""
         if earlier := _earlier_figure(ctx, name, repeats):
@@ -254,7 +252,7 @@ def clean_reference(ctx: RunContext) -> None:
         with ctx.stage("worker_stop"):  # the candidate's worker gone, its memory back, before the device is timed
             ctx.lease.wait_gone()
         hold = _holds(ctx, "clean_reference", "clean_reference_start")
-        own.append(True)
+        ctx.clean_started = True
         return _time_clean(ctx, name, repeats, ctx.lease.end_after, hold, ctx.timed_with), None
 
     try:
@@ -262,8 +260,7 @@ def clean_reference(ctx: RunContext) -> None:
         if earlier:
             v.flags.append(earlier)
         shared = statistics.median(ms)
-        other_moment = not (own or ctx.clean_started)  # not timed right after this candidate's own timing
-        if other_moment and ref.median_ms > shared * retime_above(_tolerance(ctx), cfg.ratio_precision):
+        if not ctx.clean_started and ref.median_ms > shared * retime_above(_tolerance(ctx), cfg.ratio_precision):
             # a figure of another moment (the task's first candidate's, or an earlier batch's) that would cap this
             # one's reference hard: the clean reference timed again now, right after this candidate's worker is gone,
             # so that a host slow for longer than the re-timing (time_candidate) is slow for both figures, while a
@@ -332,13 +329,10 @@ def _clean_now(ctx: RunContext, repeats: int, shared: float, beside: float) -> l
     """The clean reference timed again for this candidate alone, now (its worker gone), on its own timed inputs, each
     round counted at most `retime_above` times the shared figure; None (flagged) where that fails, and the shared
     figure counts."""
-    cfg, w, timed = ctx.cfg, ctx.weights, ctx.timed_with
+    cfg = ctx.cfg
     try:
-        ms = clean_reference_ms(
-            ctx.task, ctx.device, cfg, state=w.state, init_inputs=w.init_inputs, seed=w.seed,
-            master_seed=timed.master_seed, input_sets=timed.input_sets, warmup=cfg.warmup, repeats=repeats,
-            perturb=timed.perturb, reap=ctx.lease.end_after, flush_bytes=ctx.flush_bytes,
-            hold=_holds(ctx, "clean_reference", "clean_reference_start"), worker=lambda: rpc.reference_worker(ctx))
+        ms = _clean_ms(ctx, repeats, ctx.lease.end_after, _holds(ctx, "clean_reference", "clean_reference_start"),
+                       ctx.timed_with)
     except (BaselineError, WorkerTimeout, WorkerDied, WorkerStartFailed) as e:
         ctx.verdict.flags.append(f"the clean reference was not timed again ({str(e).splitlines()[0][:160]}); the "
                                  "shared figure counts")
@@ -412,15 +406,21 @@ def _earlier_figure(ctx: RunContext, name: tuple, repeats: int) -> tuple[list[fl
     return None
 
 
-def _time_clean(ctx: RunContext, name: tuple, repeats: int, reap, hold, timed: TimedInputs) -> list[float]:
+def _clean_ms(ctx: RunContext, repeats: int, reap, hold, timed: TimedInputs) -> list[float]:
     """The clean reference timed now in a reference-only worker (`baseline.clean_reference_ms`) on inputs drawn as
-    `timed` drew them, kept for later batches of this process and, opted in, stored for later runs."""
+    `timed` drew them."""
     cfg, w = ctx.cfg, ctx.weights
-    ms = clean_reference_ms(
+    return clean_reference_ms(
         ctx.task, ctx.device, cfg, state=w.state, init_inputs=w.init_inputs, seed=w.seed,
         master_seed=timed.master_seed, input_sets=timed.input_sets, warmup=cfg.warmup, repeats=repeats,
         perturb=timed.perturb, reap=reap, flush_bytes=ctx.flush_bytes, hold=hold,
         worker=lambda: rpc.reference_worker(ctx))
+
+
+def _time_clean(ctx: RunContext, name: tuple, repeats: int, reap, hold, timed: TimedInputs) -> list[float]:
+    """`_clean_ms`, kept for later batches of this process and, opted in, stored for later runs."""
+    cfg = ctx.cfg
+    ms = _clean_ms(ctx, repeats, reap, hold, timed)
     key = ctx.task_key().digest(*name)
     remember_figure(key, ms)
     if cfg.stored_reference_max_age_s:
