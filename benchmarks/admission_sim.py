@@ -1,23 +1,25 @@
 """The batch pool and memory admission on a modelled GPU, no GPU needed: what the footprint estimates cost a batch.
 
     python benchmarks/admission_sim.py --kernelbench-dir ../shared/kernelbench --only 'level2/*' --tasks 16 \
-        --copies 8 --workers 16 --estimate now --estimate 1,0.25,4,4 --json admission_sim.json
+        --copies 8 --workers 16 --estimate 2,1,4,4 --estimate now --peak 'level2/4_*=8.9' --json sim.json
 
 Each job stands for one verification and goes through the real scheduler (`musacoder.judge.batch.bounded`,
 `musacoder.judge.slots.DeviceSlots`): it is pinned, spends `--start-s` starting and building outside admission,
 reserves its task's estimated footprint (`slots.footprint` from the task file on the meta device) on a device of
 `--gpu-gib` GiB (85 % usable, as admission counts it), then holds it for a modelled run time,
 `--run-s` + `--per-gib-s` × the task's inputs and outputs in GiB, and lets it go. Times are scaled by `--scale` so
-a round takes seconds. Each `--estimate` is one row: `now` (the constants in `musacoder.judge.slots`) or
-`WORKER_FIXED,TRUSTED_FIXED,SLACK,TRUSTED_SLACK` (GiB, GiB, factors) to model. Only the schedule is real here: the
-run times are a model, so the figures are predictions to set beside a GPU run (`benchmarks/rl_load.py`), not
-measurements. What bounds such a batch is the sum over its verifications of footprint × admitted time against the
-GPU's usable memory: with the defaults, 16 level-2 tasks on an 80 GB GPU come to about 25 verdicts a minute.
+a round takes seconds. Each `--estimate` is one row: `now` (the verifier's estimator: the constants in
+`musacoder.judge.slots`, the float64 forward's temporaries traced on meta tensors and, with `--peak`, the worker's
+side learned from the task's earlier verifications) or `WORKER_FIXED,TRUSTED_FIXED,SLACK,TRUSTED_SLACK` (GiB, GiB,
+factors: the static estimator, nothing traced or learned). Only the schedule is real here: the run times are a model,
+so the figures are predictions to set beside a GPU run (`benchmarks/rl_load.py`), not measurements. What bounds such
+a batch is the sum over its verifications of footprint × admitted time against the GPU's usable memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -49,9 +51,14 @@ def load_footprints(kb: Path, cands: Path, only: list[str], n_tasks: int) -> lis
 
 
 def simulate(tasks: list[tuple[str, object]], copies: int, workers: int, gpu_gib: float, start_s: float,
-             run_s: float, per_gib_s: float, scale: float, overtake_s: float) -> dict:
+             run_s: float, per_gib_s: float, scale: float, overtake_s: float,
+             peaks: dict[str, float] | None = None) -> dict:
+    """`peaks`: the worker allocator peak (GiB) each task's verifications report; once one of a task has ended, its
+    later ones reserve the learned worker side (`slots.worker_need`), as the verifier does."""
     from musacoder.judge.batch import bounded
-    from musacoder.judge.slots import GiB, DeviceSlots
+    from musacoder.judge.slots import GiB, DeviceSlots, worker_need
+
+    learned: dict[str, int] = {}
 
     slots = DeviceSlots(cuda_count=1, memory={"cuda:0": int(0.85 * gpu_gib * GiB)})
     slots.overtake_s = overtake_s * scale
@@ -63,10 +70,14 @@ def simulate(tasks: list[tuple[str, object]], copies: int, workers: int, gpu_gib
         with slots.pin("cuda", fp.total) as dev:
             time.sleep(start_s * scale)
             t0 = time.monotonic()
-            with slots.reserve(dev, fp.total):
+            # asked again on each wake, as the verifier's admission does (`DeviceLease.admit`)
+            with slots.reserve(dev, lambda: fp.trusted + worker_need(fp, learned.get(tid))):
                 with lock:
                     waits.append((time.monotonic() - t0) / scale)
                 time.sleep((run_s + per_gib_s * (fp.inputs + fp.outputs) / GiB) * scale)
+        if peaks and (peak := _peak_of(tid, peaks)) is not None:
+            with lock:
+                learned[tid] = max(learned.get(tid, 0), int(peak * GiB))
         return tid
 
     jobs = [t for t in tasks for _ in range(copies)]
@@ -80,6 +91,12 @@ def simulate(tasks: list[tuple[str, object]], copies: int, workers: int, gpu_gib
             "most_reserved_gib": round(slots.peak["cuda:0"][1] / GiB, 1), "most_holding": slots.peak["cuda:0"][0]}
 
 
+def _peak_of(tid: str, peaks: dict[str, float]) -> float | None:
+    import fnmatch
+
+    return next((gib for glob, gib in peaks.items() if fnmatch.fnmatch(tid, glob)), None)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kernelbench-dir", type=Path,
@@ -91,6 +108,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--estimate", action="append", default=[],
                     help="now, or WORKER_FIXED_GIB,TRUSTED_FIXED_GIB,SLACK,TRUSTED_SLACK to model (repeatable)")
+    ap.add_argument("--peak", action="append", default=[], metavar="GLOB=GIB",
+                    help="the worker allocator peak the matching tasks' verifications report (repeatable; the first "
+                         "glob that matches counts): later candidates of a task reserve the learned worker side")
     ap.add_argument("--gpu-gib", type=float, default=79.2, help="the modelled GPU's memory (H100 80GB: 79.2 GiB)")
     ap.add_argument("--start-s", type=float, default=1.0, help="modelled worker start and warm build, outside admission")
     ap.add_argument("--run-s", type=float, default=6.0, help="modelled admitted time of a light task")
@@ -115,21 +135,33 @@ def main() -> None:
             ap.error(f"--estimate {e!r}: now, or four numbers WORKER_FIXED_GIB,TRUSTED_FIXED_GIB,SLACK,TRUSTED_SLACK")
         if len(estimates[-1]) != 4:
             ap.error(f"--estimate {e!r}: four numbers, got {len(estimates[-1])}")
+    peaks = {}
+    for item in args.peak:
+        glob, _, gib = item.partition("=")
+        try:
+            peaks[glob] = float(gib)
+        except ValueError:
+            ap.error(f"--peak {item!r}: GLOB=GIB, e.g. 'level2/4_*=8.9'")
     print(f"{len(tasks)} tasks x {args.copies}, {args.workers} workers, a {args.gpu_gib:g} GiB GPU (modelled)")
-    print("\n| estimate (worker fixed GiB, trusted fixed GiB, slack, trusted slack) | footprints GiB | verdicts/min "
+    print("\n| estimate (now: fixed GiB per side; else worker fixed GiB, trusted fixed GiB, slack, trusted slack) "
+          "| footprints GiB | verdicts/min "
           "(model) | model s | admission wait s (total, median) | most reserved GiB | most admitted at once |\n"
           "|---|---|---|---|---|---|---|")
     results = []
-    for wf, tf, slack, tslack in estimates:
+    for spec, (wf, tf, slack, tslack) in zip(args.estimate or ["now"], estimates):
         # Footprint reads these module constants whenever its properties are asked
         slots.WORKER_FIXED, slots.TRUSTED_FIXED = int(wf * GiB), int(tf * GiB)
         slots.SLACK, slots.TRUSTED_SLACK = slack, tslack
-        r = simulate(tasks, args.copies, args.workers, args.gpu_gib, args.start_s, args.run_s, args.per_gib_s,
-                     args.scale, OVERTAKE_S if args.overtake_s is None else args.overtake_s)
-        sizes = [fp.total / GiB for _, fp in tasks]
-        r.update(estimate=[wf, tf, slack, tslack], footprint_gib=[round(min(sizes), 1), round(max(sizes), 1)])
+        today = spec == "now"  # the verifier's estimator; four numbers: the static one (no tracing, no learning)
+        rows = tasks if today else [(tid, dataclasses.replace(fp, transient=None)) for tid, fp in tasks]
+        r = simulate(rows, args.copies, args.workers, args.gpu_gib, args.start_s, args.run_s, args.per_gib_s,
+                     args.scale, OVERTAKE_S if args.overtake_s is None else args.overtake_s, peaks if today else None)
+        sizes = [fp.total / GiB for _, fp in rows]
+        r.update(estimate=spec, footprint_gib=[round(min(sizes), 1), round(max(sizes), 1)])
         results.append(r)
-        print(f"| {wf:g}, {tf:g}, {slack:g}, {tslack:g} | {min(sizes):.1f}-{max(sizes):.1f} | {r['verdicts_per_min']} | "
+        label = f"now: {wf:g}, {tf:g}, traced{', learned' if peaks else ''}" if today else \
+            f"{wf:g}, {tf:g}, {slack:g}, {tslack:g}"
+        print(f"| {label} | {min(sizes):.1f}-{max(sizes):.1f} | {r['verdicts_per_min']} | "
               f"{r['model_seconds']} | {r['admission_wait_s_total']}, {r['admission_wait_s_median']} | "
               f"{r['most_reserved_gib']} | {r['most_holding']} |", flush=True)
     slots.WORKER_FIXED, slots.TRUSTED_FIXED = int(now[0] * GiB), int(now[1] * GiB)

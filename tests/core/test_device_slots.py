@@ -263,9 +263,11 @@ def test_memory_reservations_spread_over_devices():
 
 
 def test_footprint_counts_inputs_outputs_and_weights_on_meta_per_side():
+    import dataclasses
     from pathlib import Path
 
-    from musacoder.judge.slots import GiB, TRUSTED_FIXED, TRUSTED_SLACK, WORKER_FIXED, Footprint, footprint
+    from musacoder.judge.slots import (GiB, TRACED_SLACK, TRUSTED_FIXED, TRUSTED_SLACK, WORKER_FIXED, Footprint,
+                                       footprint)
     from musacoder.tasks import load_module, load_task
 
     relu = load_task(Path(__file__).resolve().parents[2] / "examples" / "tasks" / "relu.py")
@@ -275,8 +277,14 @@ def test_footprint_counts_inputs_outputs_and_weights_on_meta_per_side():
     assert fp.input_sets == 4
     # worker: 4 sets + fresh draw + pristine, candidate's and reference's outputs, 5 kept outputs, temporaries 4(I + O)
     assert fp.worker == WORKER_FIXED + 6 * n + 2 * n + 5 * n + 8 * n
-    # fp32 and fp64 inputs; fp32, fp64, rounded-model and candidate outputs; the models' temporaries
+    # fp32 and fp64 inputs; fp32, fp64, rounded-model and candidate outputs; the models' temporaries: the static
+    # term, since the traced float64 forward (ReLU makes nothing besides its output) holds less
+    assert fp.transient == 0
     assert fp.trusted == TRUSTED_FIXED + 3 * n + 5 * n + TRUSTED_SLACK * 2 * n
+    assert dataclasses.replace(fp, transient=None).trusted == fp.trusted
+    # a forward whose intermediates outgrow the static term counts them
+    wide = dataclasses.replace(fp, transient=10 * n)
+    assert wide.trusted == TRUSTED_FIXED + 3 * n + 5 * n + 10 * n + TRACED_SLACK * 2 * n
     assert fp.total == fp.worker + fp.trusted
 
     # KernelBench's level-1 ReLU at its own size: 6.4 GB in and out. One input set while timing, kept outputs on
@@ -410,3 +418,34 @@ def test_try_reserve_takes_what_fits_now_and_never_waits():
         held.close()  # from any thread, whenever its work is done
         assert slots.try_reserve("cuda:0", 4) is not None
     assert slots.try_reserve("cuda:0", 11) is None  # larger than the device: `reserve` would run it alone; this never
+
+
+def test_the_float64_forwards_intermediates_are_traced_at_their_most_at_once():
+    """`forward_transient`: a reduction over a large intermediate (KernelBench's convolution-then-min tasks) holds far
+    more than its output; views of the inputs and weights are not new bytes, and freed intermediates go back."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from musacoder.judge.slots import footprint, forward_transient
+
+    n = 1 << 20
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(n))
+
+        def forward(self, x):
+            x = x.view(-1)  # a view of the input: nothing new
+            y = x * self.w.t()  # float64: 8n bytes
+            z = y + 1  # 8n more while y lives
+            del y
+            u = z * 2  # 8n: z and u at once, y gone
+            return u.sum()
+
+    task = SimpleNamespace(Model=Model, get_init_inputs=lambda: [], get_inputs=lambda: [torch.rand(n)])
+    t = forward_transient(task)
+    assert 16 * n <= t <= 16 * n + 64  # two intermediates at once, not three; the scalar output is not counted
+    fp = footprint(task)
+    assert fp.transient == t and fp.outputs == 4  # the float32 output: one scalar

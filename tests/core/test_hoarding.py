@@ -25,7 +25,8 @@ def _oom(held_gib: float) -> Fault:
 
 
 def test_a_hoarder_at_full_size_is_the_candidates_fault():
-    assert RELU_FULL.worker >= 80 * GiB  # the whole estimate fills the card: it cannot be the yardstick
+    # the whole estimate fills the card as admission counts it (85 % usable): it cannot be the yardstick
+    assert RELU_FULL.worker >= 0.85 * 80 * GiB
     ctx = _ctx()
     with pytest.raises(Stop) as e:
         fault(ctx, _oom(48.0), "correctness")

@@ -112,6 +112,7 @@ def _attempt(ctx: RunContext, fresh: bool) -> None:
                 require_correct(ctx)
                 extra_shapes(ctx)
                 time_candidate(ctx)
+                _learn_worker_peak(ctx)
             clean_reference(ctx)  # runs in a reference-only worker: no device work in this process
         except (torch.OutOfMemoryError, RuntimeError) as e:
             if not slots.is_oom(e):
@@ -170,7 +171,19 @@ def _admit(ctx: RunContext) -> None:
         ctx.verdict.error = "compiled; running needs a CUDA GPU and none is visible on this machine"
         ctx.verdict.legal = True
         raise Stop("infra_error")
-    _add_wait(ctx.verdict, ctx.lease.admit())
+    key, static = ctx.task_key(), ctx.lease.need
+    # asked again while it waits: a candidate of the task that ends meanwhile may have taught its worker's peak
+    _add_wait(ctx.verdict, ctx.lease.admit(lambda: slots.trusted_need(ctx.fp, True, slots.WORKER_PEAKS.get(key))))
+    if ctx.fp is not None and ctx.lease.need < static:  # the worker's side as reserved, learned
+        ctx.verdict.memory_estimate_gb = {**(ctx.verdict.memory_estimate_gb or {}),
+                                          "worker": round((ctx.lease.need - ctx.fp.trusted) / slots.GiB, 3)}
+
+
+def _learn_worker_peak(ctx: RunContext) -> None:
+    """The worker's allocator peak over this verification, for the task's later candidates' reservations
+    (`slots.WORKER_PEAKS`)."""
+    if ctx.fp is not None and ctx.verdict.device_mem_gb:
+        slots.WORKER_PEAKS.record(ctx.task_key(), int(ctx.verdict.device_mem_gb * slots.GiB))
 
 
 def _add_wait(v: Verdict, seconds: float) -> None:

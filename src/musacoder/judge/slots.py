@@ -11,9 +11,13 @@ import contextlib
 import gc
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from musacoder.judge.inputs import make_init_inputs, nbytes
 
@@ -127,7 +131,7 @@ class DeviceSlots:
                 self._cv.notify_all()
 
     @contextlib.contextmanager
-    def reserve(self, dev: str, need_bytes: int = 0, alone: bool = False):
+    def reserve(self, dev: str, need_bytes: int | Callable[[], int] = 0, alone: bool = False):
         """Reserve `need_bytes` of the memory of `dev` (a device the verification is pinned to) until the block ends:
         it waits until its estimate fits beside the others' reservations (one always runs, however large), so
         concurrent verifications cannot run a GPU out of memory. Later verifications that fit may be admitted before
@@ -135,13 +139,16 @@ class DeviceSlots:
         `alone` (the retry of a verification whose harness ran out of device memory), it waits until no other
         verification holds a reservation there, reserves all of the device and keeps other verifications from pinning
         it until the block ends (those pinned before may finish their builds, which hold only their worker's CUDA
-        context, but reserve nothing until it ends)."""
+        context, but reserve nothing until it ends). A callable `need_bytes` is asked again each time the waiter
+        wakes (an estimate that an ending verification made smaller, `WorkerPeaks`); it must not take this lock."""
+        asked = need_bytes
         with self._cv:
-            if alone:
-                need_bytes = max(need_bytes, self.capacity(dev) or 0)
             ticket = None
             try:
                 while True:
+                    need_bytes = asked() if callable(asked) else asked
+                    if alone:
+                        need_bytes = max(need_bytes, self.capacity(dev) or 0)
                     # alone: no newcomer pins the device while this one waits for it to empty, or holds it (marked
                     # again after each wake, since another verification alone may have unmarked it on leaving)
                     if alone:
@@ -250,11 +257,22 @@ GiB = 1 << 30
 #            TRUSTED_SLACK·(I + O). (docs/benchmarks.md, golden set at full size: without that term the trusted side
 #            reached 1.2–2.5× its estimate on 8 GB norms, reductions and convolutions; with 4 every one fits but the
 #            2D convolutions, whose float64 workspace is larger still and which run alone anyway.)
-WORKER_FIXED, TRUSTED_FIXED = 2 * GiB, 1 * GiB
+#            Where the reference's float64 forward runs on meta tensors, its intermediates are traced there as well
+#            (`forward_transient`: the most bytes they hold at once, T) and the term is the larger of the two,
+#            max(TRUSTED_SLACK·(I + O), T + TRACED_SLACK·(I + O)): a convolution reduced over its channels holds a
+#            float64 intermediate 400x its output, beyond the static term (8 GiB where it counted 4); the static term
+#            stays the floor, since the measured peaks above include what no forward's tensor shows (the harness's
+#            own conversions and comparisons, library workspaces): traced alone, the trusted side of 8 GB norms and
+#            reductions came to 0.6-0.75x of what they were measured at.
+#   fixed:   a worker's CUDA context (0.6 GiB bare, 0.6-0.9 GiB with cuBLAS loaded, nvidia-smi per process on the
+#            H100) and the L2 flush buffer and NaN poison block (tens of MB); the trusted side's per-verification part
+#            (its stream's workspaces: its CUDA context is one for the whole process, not one per verification).
+WORKER_FIXED, TRUSTED_FIXED = int(1.25 * GiB), GiB // 2
 HOST_HOLD_BYTES = 1 * GiB
 KEPT_OUTPUTS = 5
 SLACK = 4
 TRUSTED_SLACK = 4
+TRACED_SLACK = 1
 INPUT_SET_BUDGET = 2 * GiB  # timing rotates through at most this many bytes of input sets (at least one set)
 
 
@@ -266,6 +284,7 @@ class Footprint:
     outputs: int
     weights: int
     max_input_sets: int = 4
+    transient: int | None = None  # T: the float64 reference forward's intermediates at most at once (None: unknown)
 
     @property
     def input_sets(self) -> int:
@@ -289,8 +308,10 @@ class Footprint:
 
     @property
     def trusted(self) -> int:
-        return (TRUSTED_FIXED + 3 * self.inputs + 5 * self.outputs + 4 * self.weights
-                + TRUSTED_SLACK * (self.inputs + self.outputs))
+        temporaries = TRUSTED_SLACK * (self.inputs + self.outputs)
+        if self.transient is not None:
+            temporaries = max(temporaries, self.transient + TRACED_SLACK * (self.inputs + self.outputs))
+        return TRUSTED_FIXED + 3 * self.inputs + 5 * self.outputs + 4 * self.weights + temporaries
 
     @property
     def total(self) -> int:
@@ -329,12 +350,72 @@ def meta_bytes(module) -> tuple[int, int, int]:
     return nbytes(inputs), nbytes(out), nbytes(list(model.state_dict().values()))
 
 
+class _LiveBytes(TorchDispatchMode):
+    """Bytes of the storages that tensors made under this mode hold, now and at most (`peak`): each storage counted
+    once however many tensors view it, and let go when the last of them is freed."""
+
+    def __init__(self, held: list[torch.Tensor]):
+        super().__init__()
+        self._live: dict[int, list[int]] = {}  # storage → [bytes, tensors alive on it]
+        self._held = {t.untyped_storage()._cdata for t in held}  # counted elsewhere: views of them are not new bytes
+        self.now = self.peak = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                self._track(t)
+        return out
+
+    def _track(self, t: torch.Tensor) -> None:
+        storage = t.untyped_storage()
+        key = storage._cdata
+        if key in self._held:
+            return
+        if key in self._live:
+            self._live[key][1] += 1
+        else:
+            self._live[key] = [storage.nbytes(), 1]
+            self.now += storage.nbytes()
+            self.peak = max(self.peak, self.now)
+        weakref.finalize(t, self._drop, key)
+
+    def _drop(self, key: int) -> None:
+        entry = self._live.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self.now -= entry[0]
+                del self._live[key]
+
+
+def forward_transient(module) -> int:
+    """T: the most bytes the reference's intermediate tensors hold at once in its float64 forward (the trusted
+    side's precision yardstick, its largest run), beyond its output; traced on the meta device (nothing allocated).
+    Raises whatever the task raises there. The float32 forward's are half of it and do not run beside it."""
+    with torch.device("meta"), torch.no_grad():
+        model = module.Model(*make_init_inputs(module, 0)).double()
+        inputs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                  for x in module.get_inputs()]
+        held = [x for x in inputs if isinstance(x, torch.Tensor)] + list(model.parameters()) + list(model.buffers())
+        live = _LiveBytes(held)
+        with live:
+            out = model(*inputs)
+        return max(0, live.peak - nbytes(out))
+
+
 def footprint(module, max_input_sets: int = 4) -> Footprint | None:
-    """The task's `Footprint`, or None when it does not run on meta tensors (data-dependent shapes and the like)."""
+    """The task's `Footprint`, or None when it does not run on meta tensors (data-dependent shapes and the like); its
+    float64 forward's temporaries traced where they can be (`forward_transient`)."""
     try:
-        return Footprint(*meta_bytes(module), max_input_sets=max_input_sets)
+        sizes = meta_bytes(module)
     except Exception:  # noqa: BLE001 - whatever the task raises on meta tensors
         return None
+    try:
+        transient = forward_transient(module)
+    except Exception:  # noqa: BLE001 - a forward that runs on meta in float32 but not in float64
+        transient = None
+    return Footprint(*sizes, max_input_sets=max_input_sets, transient=transient)
 
 
 def trace_overlaps(trace: list[tuple[str, str, float, float]]) -> list[str]:
@@ -381,12 +462,20 @@ class DeviceLease:
         for gone in self.pending:
             gone.wait()
 
-    def admit(self) -> float:
+    def admit(self, need: Callable[[], int] | None = None) -> float:
         """Take the memory reservation (waiting until the footprint fits beside the others'; with `alone`, the whole
-        device); returns the seconds waited. On a GPU the peak statistics start here, and alone, what earlier
-        verifications left cached in this process goes back to the device first."""
+        device); returns the seconds waited. `need`: the bytes as known when admission is granted, asked again on
+        each wake while waiting, where they may be fewer than the estimate the lease was pinned with (the worker's
+        side learned from the task's earlier verifications); `self.need` is what was reserved. On a GPU the peak
+        statistics start here, and alone, what earlier verifications left cached in this process goes back to the
+        device first."""
+        def need_now() -> int:
+            self.need = need()
+            return self.need
+
         t0 = time.monotonic()
-        self._reservation.enter_context(self.slots.reserve(self.device, self.need, alone=self.alone))
+        self._reservation.enter_context(self.slots.reserve(self.device, self.need if need is None else need_now,
+                                                           alone=self.alone))
         waited = time.monotonic() - t0
         if self.device.startswith("cuda") and torch.cuda.is_available():
             if self.alone:
@@ -420,11 +509,56 @@ def _end_after(stack: contextlib.ExitStack, pending: list) -> None:
     stack.close()
 
 
-def trusted_need(fp: Footprint | None, cuda: bool) -> int:
-    """Device bytes one verification reserves: its footprint, or only the fixed parts when the task cannot be
-    estimated on meta tensors (nothing on the CPU)."""
+# The worker side learned from the task's earlier verifications. Each reports its worker's allocator peak over the
+# whole verification (`device_mem_peak`); a later candidate of the same task (`TaskKey`: its sizes, the device model)
+# reserves for its worker
+#     min(Footprint.worker, max(Footprint.harness, WORKER_FIXED + LEARNED_MARGIN · P_max))
+# where P_max is the largest peak reported so far. The harness part is what the verifier's own code allocates there,
+# so a worker that under-reports cannot take it below that; the largest report counts, so one cannot undo another's;
+# and never above the static estimate. Under the static estimate's slack, candidates of one task were measured at
+# 1.3-3x below it (docs/benchmarks.md, 16 x 8 load); one that needs more than its reservation runs out of memory
+# and is verified again with the device to itself, as under the static estimate.
+LEARNED_MARGIN = 1.25
+
+
+class WorkerPeaks:
+    """Per task (any hashable key, a `TaskKey`): the largest worker allocator peak an earlier verification of it
+    reported. Thread-safe; one per process (`WORKER_PEAKS`)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._peaks: dict = {}
+
+    def record(self, key, peak_bytes: int) -> None:
+        if peak_bytes > 0:
+            with self._lock:
+                self._peaks[key] = max(self._peaks.get(key, 0), int(peak_bytes))
+
+    def get(self, key) -> int | None:
+        with self._lock:
+            return self._peaks.get(key)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._peaks.clear()
+
+
+WORKER_PEAKS = WorkerPeaks()
+
+
+def worker_need(fp: Footprint, learned_peak: int | None = None) -> int:
+    """Device bytes reserved for the candidate's worker: `fp.worker`, or less where the task's earlier workers
+    reported `learned_peak` at most (see `LEARNED_MARGIN`)."""
+    if not learned_peak:
+        return fp.worker
+    return min(fp.worker, max(fp.harness, WORKER_FIXED + int(LEARNED_MARGIN * learned_peak)))
+
+
+def trusted_need(fp: Footprint | None, cuda: bool, learned_peak: int | None = None) -> int:
+    """Device bytes one verification reserves: its footprint (the worker's side as `worker_need` has it), or only
+    the fixed parts when the task cannot be estimated on meta tensors (nothing on the CPU)."""
     if fp is not None:
-        return fp.total
+        return fp.trusted + worker_need(fp, learned_peak)
     return WORKER_FIXED + TRUSTED_FIXED if cuda else 0
 
 

@@ -22,8 +22,9 @@ from musacoder.judge.stages.context import RetryAlone, RunContext, Stop
 # the device to itself, was hoarding memory of its own: the candidate's fault, not the verifier's. (Against the whole
 # worker estimate, whose room for a call's temporaries is 4x the task's data, a 6 GB task's hoarder could never reach
 # it on an 80 GB GPU.) While other verifications share the device their memory may be why it ran out, so there the
-# bound is the whole estimate and anything less is retried alone, where the tighter bound applies.
-HOARD_SLACK = 2 * GiB
+# bound is the whole estimate and anything less is retried alone, where the tighter bound applies. (2.75 GiB: the
+# bound as it was when the harness's fixed part, `slots.WORKER_FIXED`, was 2 GiB rather than 1.25.)
+HOARD_SLACK = int(2.75 * GiB)
 
 
 def open_worker(ctx: RunContext, device: str, fresh: bool = False) -> Sandbox:
