@@ -147,7 +147,13 @@ def run_round(jobs: list, args, cfg, rnd: int = 1) -> tuple[dict, list[dict]]:
                      "reference_reused": getattr(v, "reference_reused", None), "stage_s": v.stage_s,
                      "error": (v.error or "")[-300:], "violations": v.violations[:3],
                      "worker_mem_gb": v.device_mem_gb, "trusted_mem_gb": v.trusted_mem_gb,
-                     "memory_estimate_gb": v.memory_estimate_gb})
+                     "memory_estimate_gb": v.memory_estimate_gb,
+                     # where a speedup comes from: the candidate's median, the reference beside it and clean, the
+                     # figure that counted, the paired 95 % interval, and what was flagged
+                     "runtime_ms": v.runtime_ms, "ref_runtime_ms": v.ref_runtime_ms,
+                     "ref_in_process_ms": v.ref_runtime_ms_in_process, "ref_clean_ms": v.ref_runtime_ms_clean,
+                     "speedup_interval": v.speedup_interval, "flags": [f[:200] for f in v.flags],
+                     "failed_trials": [t.message[:300] for t in v.trials if not t.passed][:3]})
         if sink is not None:
             with sink.open("a") as f:
                 f.write(json.dumps({**rows[-1], "round": rnd, "done_s": round(rows[-1]["done_s"], 2)}) + "\n")

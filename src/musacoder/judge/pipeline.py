@@ -173,7 +173,8 @@ def _admit(ctx: RunContext) -> None:
         raise Stop("infra_error")
     key, static = ctx.task_key(), ctx.lease.need
     # asked again while it waits: a candidate of the task that ends meanwhile may have taught its worker's peak
-    _add_wait(ctx.verdict, ctx.lease.admit(lambda: slots.trusted_need(ctx.fp, True, slots.WORKER_PEAKS.get(key))))
+    cuda = ctx.device_pool.startswith("cuda")
+    _add_wait(ctx.verdict, ctx.lease.admit(lambda: slots.trusted_need(ctx.fp, cuda, slots.WORKER_PEAKS.get(key))))
     if ctx.fp is not None and ctx.lease.need < static:  # the worker's side as reserved, learned
         ctx.verdict.memory_estimate_gb = {**(ctx.verdict.memory_estimate_gb or {}),
                                           "worker": round((ctx.lease.need - ctx.fp.trusted) / slots.GiB, 3)}

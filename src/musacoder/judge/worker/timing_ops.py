@@ -29,10 +29,10 @@ class RotatingInputs:
 
         w = self.worker
         fresh = make_inputs(w.task_module, seed_for(self.master, r), perturb=self.perturb, device=w.device)
-        if len(self.sets) < self.n_sets:
+        if r % self.n_sets == len(self.sets):
             self.sets.append(fresh)
             return fresh
-        cur = self.sets[r % self.n_sets]
+        cur = self.sets[r % self.n_sets]  # asked again for the same round: the same contents, in place
         with w.torch.no_grad():
             for dst, src in zip(cur, fresh):
                 if isinstance(dst, w.torch.Tensor):
@@ -70,6 +70,15 @@ class _TimedRun:
                                  rel_halfwidth=req.ratio_precision)
         self.trip = RoundTrip(torch) if device.startswith("cuda") else \
             RoundTrip(torch, "musa") if device.startswith("musa") else RoundTrip(None)
+        # the rounds run in blocks: the candidate's calls of a block, then the reference's on the same inputs. On a GPU
+        # a block is one round (device events time each call from a flushed L2; alternating cancels drift best). On
+        # the host clock a block is the P input sets, and each call, the candidate's and the reference's, comes right
+        # after its round's set is filled, as a clean reference-only worker times the reference
+        # (`handle_time_reference`): interleaved round by round, each side woke its thread pool cold after the
+        # other's, the reference ran 1.3-1.8x its clean figure beside an honest candidate, and that figure's cap
+        # decided the speedup (docs/benchmarks.md, *One task, many candidates*)
+        self.block = 1 if self.timer.cuda else self.inputs_for.n_sets
+        self.pending: list[tuple[int, object, object]] = []  # (round, candidate's time, inputs) awaiting the reference
         worker.held = {}
 
     def keep(self, out):
@@ -98,8 +107,9 @@ class _TimedRun:
         self.worker.held[r] = self.keep(out)
 
     def timed_round(self, r: int, args) -> bool:
-        """The candidate's call timed, then the reference's on the same inputs. False when the round showed the call
-        illegal in a way that must end the timing (nothing more runs on inputs or harness code it changed)."""
+        """The candidate's call timed; the reference's on the same inputs at the end of the round's block
+        (`run_references`). False when the round showed the call illegal in a way that must end the timing (nothing
+        more runs on inputs or harness code it changed)."""
         w = self.worker
         launches0, layout0 = w.launches(), layout(args)
         t_c, out = guarded(self.timer.timed, w.model, args)
@@ -114,13 +124,29 @@ class _TimedRun:
         self.timed_rounds += 1
         self.maybe_keep(r, out)
         del out
-        t_r, ref_out = self.timer.timed(w.ref_model, args)
-        del ref_out
-        if r >= self.req.warmup:
-            self.cand_ms.append(t_c)
-            self.ref_ms.append(t_r.stream_ms)  # trusted eager PyTorch: its work is on the stream it was called on
-            self.trip.sample([t.stream_ms for t in self.cand_ms])
+        self.pending.append((r, t_c, args))
         return True
+
+    def block_ends(self, r: int) -> bool:
+        """Whether the rounds before `r` end a block: every `block` rounds, or once the pairs counted so far and
+        those waiting for their reference make `max_repeats` (no more rounds than the request allows)."""
+        waiting = sum(q >= self.req.warmup for q, _, _ in self.pending)
+        return r % self.block == 0 or len(self.cand_ms) + waiting >= self.req.max_repeats
+
+    def run_references(self) -> None:
+        """The reference timed on the inputs of each candidate round of the block, in the same order (in blocks of
+        several rounds, each set filled again from its round's seed right before: the same contents, in the state
+        the candidate's call found them); each pair of figures is kept once both are there."""
+        for r, t_c, args in self.pending:
+            if self.block > 1:
+                args = self.inputs_for(r)
+            t_r, ref_out = self.timer.timed(self.worker.ref_model, args)
+            del ref_out
+            if r >= self.req.warmup:
+                self.cand_ms.append(t_c)
+                self.ref_ms.append(t_r.stream_ms)  # trusted eager PyTorch: its work is on the stream it was called on
+                self.trip.sample([t.stream_ms for t in self.cand_ms])
+        self.pending.clear()
 
     def maybe_keep(self, r: int, out) -> None:
         """Keep round r's output if the reservoir sample picks it (a timed round like any other: decided only after
@@ -164,7 +190,9 @@ def handle_time(worker, req: messages.TimeRequest) -> dict:
     """Interleaved timing of candidate and reference over rotating input sets, with secret audit rounds.
 
     Round r uses input set r mod P, refilled in place from seed(master, r) before reuse, so contents never repeat
-    while pointers do. The candidate runs before the reference in every round. Audit rounds run the candidate under
+    while pointers do. Rounds run in blocks (`_TimedRun.block`: one round on a GPU, the P sets on the host clock):
+    the candidate's calls of the block, then the reference's on the same inputs in the same order, so the candidate
+    runs before the reference on every set. Audit rounds run the candidate under
     the profiler (untimed) and keep its output for the trusted side to re-check; check rounds are ordinary timed
     rounds whose output is also kept (after the clock stopped, so nothing tells them apart from the others),
     `check_keep` of them drawn by reservoir sampling over every timed round of the run (a secret `check_key`), so a
@@ -186,7 +214,9 @@ def handle_time(worker, req: messages.TimeRequest) -> dict:
         except CandidateError as e:
             return candidate_error(e.error, f"forward (timing round {r})")
         r += 1
-        if final_round is None and run.enough(r, started):
+        if run.block_ends(r):
+            run.run_references()
+        if final_round is None and not run.pending and run.enough(r, started):
             final_round = r
     run.inputs_for.clear()
     return run.reply(final_round)

@@ -1,0 +1,104 @@
+"""The worker's timed rounds in blocks (`worker.timing_ops`): on the host clock the candidate's calls of a block run back
+to back and then the reference's, each right after its round's inputs were filled, on the same contents; on a GPU a
+block is one round, as before."""
+
+import types
+
+import torch
+
+from musacoder.judge import messages
+from musacoder.judge.worker import timing_ops
+
+
+class _Task(types.ModuleType):
+    def __init__(self):
+        super().__init__("block_task")
+
+    @staticmethod
+    def get_inputs():
+        return [torch.rand(8, 16)]
+
+
+class _Worker:
+    """What `_TimedRun` asks of a worker, recording every call in order: ("cand"|"ref", contents' sum)."""
+
+    def __init__(self):
+        self.torch, self.device, self.task_module = torch, "cpu", _Task()
+        self.calls: list[tuple[str, float]] = []
+        self._launches = 0
+        self.guard = types.SimpleNamespace(moved=set())
+        self.device_clocks: set = set()
+        self.held = {}
+
+        def model(x):
+            self._launches += 1
+            self.calls.append(("cand", float(x.sum())))
+            x.mul_(0)  # changes its inputs' contents in place (not their layout)
+            return torch.relu(x)
+
+        def ref_model(x):
+            self.calls.append(("ref", float(x.sum())))
+            return torch.relu(x)
+
+        self.model, self.ref_model = model, ref_model
+
+    def launches(self):
+        return self._launches
+
+    def check_harness(self):
+        return False
+
+    def device_mem_peak(self):
+        return 0
+
+    def forward(self, args, profile, **_):
+        self._launches += 1
+        self.calls.append(("audit", float(args[0].sum())))
+        return torch.relu(args[0]), {"launches": 1}
+
+
+def _request(**kw) -> messages.TimeRequest:
+    base = dict(master_seed=123, input_sets=4, perturb=None, warmup=1, repeats=8, max_repeats=8, budget_s=60.0,
+                ratio_precision=1e-9, audit_rounds=[], check_keep=0, late_audit_p=0.0, cap_repeats=8)
+    return messages.TimeRequest(**{**base, **kw})
+
+
+def test_on_the_host_clock_a_block_of_candidate_calls_then_the_references_on_the_same_contents():
+    w = _Worker()
+    rep = timing_ops.handle_time(w, _request())
+    assert rep["ok"] and len(rep["candidate_ms"]) == len(rep["reference_ms"]) == 8
+    timed = [c for c in w.calls if c[0] != "audit"]
+    kinds = "".join("c" if k == "cand" else "r" for k, _ in timed)
+    assert kinds.startswith("ccccrrrrccccrrrr"), kinds  # blocks of the 4 input sets
+    cands = [s for k, s in timed if k == "cand"]
+    refs = [s for k, s in timed if k == "ref"]
+    # each reference saw its round's inputs as the candidate's call found them, although the call zeroed them
+    assert refs[:8] == cands[:8] and all(s != 0 for s in refs)
+    assert len(set(cands)) == len(cands)  # fresh contents every round
+
+
+def test_on_a_gpu_a_block_is_one_round():
+    assert timing_ops._TimedRun(_Worker(), _request()).block == 4
+    gpu = _Worker()
+    gpu.device = "cuda:0"  # a device timer (events per call; no flush buffer asked for here, so no GPU needed)
+    assert timing_ops._TimedRun(gpu, _request(l2_flush_bytes=0)).block == 1
+
+
+def test_a_block_ends_early_rather_than_time_more_rounds_than_asked():
+    w = _Worker()
+    rep = timing_ops.handle_time(w, _request(repeats=6, max_repeats=6, cap_repeats=6))
+    assert len(rep["candidate_ms"]) == len(rep["reference_ms"]) == 6
+    assert sum(k == "cand" for k, _ in w.calls) == 7  # the warm-up round and six timed ones
+
+
+def test_asking_again_for_a_round_refills_its_set_in_place_with_the_same_contents():
+    w = _Worker()
+    sets = timing_ops.RotatingInputs(w, master=7, n_sets=2)
+    a0 = sets(0)[0]
+    first = a0.clone()
+    a0.zero_()
+    assert sets(0)[0] is a0 and torch.equal(a0, first)  # the same tensor, the round's contents again
+    a1 = sets(1)[0]
+    a2 = sets(2)[0]
+    assert a2 is a0 and not torch.equal(a2, first)  # round 2 reuses set 0 with its own contents
+    assert len(sets.sets) == 2 and a1 is not a0
