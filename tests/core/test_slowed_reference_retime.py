@@ -127,3 +127,23 @@ def test_no_second_clean_figure_near_the_shared_one_or_for_the_candidate_that_ti
     v, calls = _clean(monkeypatch, ref_ms=ref_ms, cand_ms=0.17, shared=0.1587, fresh=0.30, own=own,
                       clean_started=started)
     assert calls == [] and v.ref_runtime_ms_clean == pytest.approx(0.1587)
+
+
+def test_a_stored_clean_figure_is_read_once_per_verification(monkeypatch, tmp_path):
+    """`_earlier_figure` is asked while the worker runs and again at the verification's end: one file read."""
+    reads = []
+
+    def stored(cache_dir, key, repeats, max_age):
+        reads.append(key)
+        return [0.5] * repeats, 120.0
+
+    monkeypatch.setattr(timing, "stored_figure", stored)
+    ctx = SimpleNamespace(cfg=VerifyConfig(stored_reference_max_age_s=3600, cache_dir=tmp_path), cache=None,
+                          task_key=lambda: SimpleNamespace(digest=lambda *name: "k" + repr(name)), earlier_figures={})
+    first = timing._earlier_figure(ctx, ("clean_reference", "cpu"), 3)
+    again = timing._earlier_figure(ctx, ("clean_reference", "cpu"), 3)
+    assert first == again and first[0] == [0.5] * 3 and "min ago" in first[1]
+    assert len(reads) == 1
+    other = SimpleNamespace(**{**vars(ctx), "earlier_figures": {}})  # another verification reads it for itself
+    timing._earlier_figure(other, ("clean_reference", "cpu"), 3)
+    assert len(reads) == 2

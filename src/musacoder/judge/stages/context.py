@@ -124,6 +124,8 @@ class RunContext:
     correctness: Correctness | None = None
     timed_with: TimedInputs | None = None
     clean_started: bool = False  # this verification timed the task's clean reference (after its timing, or at its end)
+    # clean reference figures measured before (`timing._earlier_figure`), as first looked up by this verification
+    earlier_figures: dict = field(default_factory=dict)
     ref_forward_s: float = 0.0  # the slowest reference forward measured for this task (sets the call limits)
     call_limit_s: float | None = None  # the limit of the last request sent (reported when it ran out)
 

@@ -393,7 +393,15 @@ def _clean_entry(ctx: RunContext) -> tuple[tuple, int] | None:
 def _earlier_figure(ctx: RunContext, name: tuple, repeats: int) -> tuple[list[float], str] | None:
     """A clean reference figure measured before for this task key: by this process in an earlier batch
     (`clean_reference_reuse_s`, where the task cache shares reference work) or stored by an earlier run (opted in:
-    `stored_reference_max_age_s`), with the flag that says so."""
+    `stored_reference_max_age_s`), with the flag that says so. Looked up once per verification (a stored figure is
+    a file read): while its worker runs (`_clean_figure_now`) and at its end (`clean_reference`) it is the same."""
+    memo = ctx.earlier_figures
+    if (name, repeats) not in memo:
+        memo[(name, repeats)] = _look_up_earlier(ctx, name, repeats)
+    return memo[(name, repeats)]
+
+
+def _look_up_earlier(ctx: RunContext, name: tuple, repeats: int) -> tuple[list[float], str] | None:
     cfg, key = ctx.cfg, ctx.task_key().digest(*name)
     recent = cfg.clean_reference_reuse_s if ctx.cache is not None else 0
     if recent and (got := recent_figure(key, repeats, recent)):
