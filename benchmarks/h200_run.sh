@@ -30,10 +30,12 @@
 #   8 times with the per-task cache on and off, 16 tasks x 8 candidates, and KernelBench's harness side by side)
 #   STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 SMI_MS=500 (RL_TAG names the files): the 16 x 8 load cold and warm,
 #   the GPU's used memory and each process's sampled beside it (benchmarks/smi_summary.py)
-#   What is still owed after the H100 runs of 2026-12-06 and -07 (docs/benchmarks.md): the 16 x 8 load to its end
-#   and a second, warm round, with a task's own cache entries kept (STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2
-#   SMI_MS=500 T_RL8=560: the last cold round was cut at 524 s, 118 of 128, four minutes of it the convolution's
-#   float64 cases recomputed by every candidate; predicted now about two minutes less), then STEPS="golden"
+#   What is still owed after the H100 runs of 2026-12-06 and -07 (docs/benchmarks.md, run 6 ran the whole cold
+#   round): the warm second round of the 16 x 8 load on its own (STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2
+#   SMI_MS=500 T_RL8=560 after a first call has filled MUSACODER_CACHE_DIR's build cache, the machine kept warm);
+#   STEPS=convcache (the convolution's seven float64 cases, 42 GiB, in a task cache of 48 GiB beside today's 32:
+#   predicted, its later candidates' correctness.reference from 11 s to 1-3 s; the host memory used, sampled), then
+#   STEPS="golden"
 #   GOLD_ONLY='level1/19_*' T_GOLD=130 (the 6.4 GB ReLU's stages, and 8 copies of it: the issue's 15 a minute), then
 #   STEPS="faults corpus" FAULT_MB=64 CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (a crash, a hang and an OOM
 #   among goldens; the hoarding rule on the GPU and the CPU-backend candidates at full size), then STEPS=anchor with
@@ -48,7 +50,7 @@
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests throughput baseline"}  # also: same8 faults rlload corpus snapshot doctor smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost service musa rft anchor
+STEPS=${STEPS:-"tests throughput baseline"}  # also: same8 faults rlload convcache corpus snapshot doctor smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost service musa rft anchor
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
@@ -257,6 +259,20 @@ if has rlload; then  # issue 38 (b): 16 tasks x 8 candidates (golden + 7 variant
     gzip -c /tmp/smi_apps.csv > "$OUT/smi_apps${RL_TAG:-}.csv.gz"
     python3 benchmarks/smi_summary.py "$OUT/smi_gpu${RL_TAG:-}.csv" /tmp/smi_apps.csv
   fi
+fi
+if has convcache; then  # issue 38: 4_Conv2d_Mish_Mish x 4 with a task cache that holds its seven float64 cases (48 GiB)
+  # and with the default quarter of the host (32 GiB on a 128 GiB host); the host's used memory sampled beside it
+  ( while true; do free -m | awk 'NR==2{print $3}' >> "$OUT/host_used_mb.txt"; sleep 2; done ) &
+  MEMS=$!
+  for gb in ${CONV_GBS:-48 32}; do
+    echo "== task cache $gb GiB"
+    MUSACODER_TASK_CACHE_GB=$gb timeout ${T_CONV:-125} python3 benchmarks/rl_load.py --kernelbench-dir "$KB" \
+      --candidates benchmarks/candidates/cuda --only 'level2/4_Conv2d*' --tasks 1 --copies 4 --workers 4 \
+      --json "$OUT/conv_$gb.json" > "$OUT/conv_$gb.log" 2>&1
+    grep -E "^  level|^[|] [0-9]" "$OUT/conv_$gb.log" | cut -c1-150
+    echo "host used max MB: $(sort -n "$OUT/host_used_mb.txt" | tail -1)"
+  done
+  kill $MEMS 2>/dev/null
 fi
 if has corpus; then  # issue 37: the style corpus through the whole pipeline, full sizes
   # (CORPUS_ARGS: more arguments, e.g. --label legitimate --backends cuda,triton; CORPUS_TAG names the files)
