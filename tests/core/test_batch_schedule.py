@@ -58,3 +58,30 @@ def test_verify_many_starts_leaders_ahead_unless_told_not_to(monkeypatch):
     list(batch.verify_many(_jobs(3, 4), workers=8, verifier=lambda *a, **k: None, leaders_ahead=False))
     assert seen[0][:3] == ["t0#0", "t1#0", "t2#0"]
     assert seen[1] == [f"t{t}#{k}" for t in range(3) for k in range(4)]
+
+
+def test_given_sizes_the_largest_tasks_go_first_and_equal_ones_keep_their_order():
+    """On a GPU host: a task whose verifications run one at a time for memory starts its chain first, the small ones
+    beside it; the leaders still start ahead."""
+    sizes = {"t0": 1, "t1": 30, "t2": 1, "t3": 12}
+    size = lambda job: sizes[job.task.name]  # noqa: E731
+    assert _ids(by_task(_jobs(4, 2), size=size)) == ["t1#0", "t1#1", "t3#0", "t3#1", "t0#0", "t0#1", "t2#0", "t2#1"]
+    order = _ids(by_task(_jobs(4, 4), workers=8, size=size))  # leaders two tasks ahead, as without sizes
+    assert order[:3] == ["t1#0", "t3#0", "t0#0"] and order.index("t2#0") < order.index("t3#1")
+    assert Counter(order) == Counter(_ids(_jobs(4, 4)))
+
+
+def test_a_jobs_device_bytes_come_from_its_task_with_its_overrides():
+    from pathlib import Path
+
+    from musacoder.judge.batch import device_bytes
+    from musacoder.tasks import load_task
+
+    relu = load_task(Path(__file__).resolve().parents[2] / "examples" / "tasks" / "relu.py")
+    small = device_bytes(VerifyJob("a", relu, "code"))
+    assert small > 0
+    assert "batch_size = 64" in relu.source
+    # ten times the data: the footprint grows by about 30 copies of the 9 MiB it adds (fixed parts aside)
+    assert device_bytes(VerifyJob("b", relu, "code", overrides={"batch_size": 640})) > small + (200 << 20)
+    broken = Task(name="broken", source="raise RuntimeError('no')\n")
+    assert device_bytes(VerifyJob("c", broken, "code")) == 0

@@ -226,7 +226,8 @@ def test_memory_reservations_never_overcommit_a_device_and_one_always_runs():
 
 def test_later_small_reservations_overtake_a_large_one_only_until_it_waited_too_long():
     """A 9-unit verification waits on a 10-unit device beside a 5-unit holder: 1-unit ones arriving early are admitted
-    before it (they fit), but once it has waited `overtake_s` a newcomer waits until it has run."""
+    before it (they fit), but once it has waited `overtake_s` a newcomer that would not fit beside it after the
+    holder has ended (2 units: 2 + 9 > 10) waits until it has run."""
     slots = DeviceSlots(cuda_count=1, memory={"cuda:0": 10})
     slots.overtake_s = 0.3
     order, lock = [], threading.Lock()
@@ -247,10 +248,10 @@ def test_later_small_reservations_overtake_a_large_one_only_until_it_waited_too_
         t.join(timeout=2)
     assert order == ["holder", "early"]
     time.sleep(0.35)  # the large one has now waited past overtake_s
-    late = _started(job, [("late", 1, 0.05)])
+    late = _started(job, [("late", 2, 0.05)])
     time.sleep(0.05)
     assert "late" not in order and len(slots._admission) == 2
-    assert slots.try_reserve("cuda:0", 1) is None  # nor does anything else get in without waiting
+    assert slots.try_reserve("cuda:0", 2) is None  # nor does anything else of its size get in without waiting
     for t in first + large + late:
         t.join(timeout=3)
     assert order == ["holder", "early", "large", "late"] and len(slots._admission) == 0
@@ -449,3 +450,37 @@ def test_the_float64_forwards_intermediates_are_traced_at_their_most_at_once():
     assert 16 * n <= t <= 16 * n + 64  # two intermediates at once, not three; the scalar output is not counted
     fp = footprint(task)
     assert fp.transient == t and fp.outputs == 4  # the float32 output: one scalar
+
+
+def test_after_the_bound_a_small_one_still_goes_first_where_it_cannot_delay_the_waiter():
+    """A chain of large verifications (each waits for the previous one, the same task's) leaves memory beside it: a
+    small one that fits beside the waiter once the running large one ends is admitted at once (backfilling), and
+    the waiter is admitted the moment the large one ends, not later."""
+    slots = DeviceSlots(cuda_count=1, memory={"cuda:0": 10})
+    slots.overtake_s = 0.05
+    order, lock = [], threading.Lock()
+    t0 = time.monotonic()
+    admitted_at = {}
+
+    def job(name, need, hold_s):
+        with slots.assign("cuda", need):
+            with lock:
+                order.append(name)
+                admitted_at[name] = time.monotonic() - t0
+            time.sleep(hold_s)
+
+    first = _started(job, [("large1", 6, 0.5)])
+    time.sleep(0.05)
+    second = _started(job, [("large2", 6, 0.05)])
+    time.sleep(0.15)  # large2 has waited past the bound
+    small = _started(job, [("small", 3, 1.0)])  # 6 - 6 + 3 + 6 <= 10: fits beside large2 once large1 ends
+    time.sleep(0.05)
+    assert order == ["large1", "small"]
+    one = slots.try_reserve("cuda:0", 1)
+    assert one is not None  # 3 + 1 beside large2 still fit
+    assert slots.try_reserve("cuda:0", 1) is None  # 3 + 1 + 1 + 6 > 10: it could delay large2
+    one.close()
+    for t in first + second + small:
+        t.join(timeout=3)
+    assert order == ["large1", "small", "large2"]
+    assert admitted_at["large2"] < 0.5 + 0.3  # right after large1 ended (at 0.5 s), not after the small one (1.2 s)

@@ -32,8 +32,9 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
                 verifier: Callable[..., Verdict] | None = None, leaders_ahead: bool = True) \
         -> Iterator[tuple[VerifyJob, Verdict]]:
     """Verify jobs with at most `workers` in flight; yields (job, verdict) in completion order. The jobs of one task
-    run next to each other (in the order given otherwise; each task's first job starts ahead, `by_task`, unless
-    `leaders_ahead` is off), and share one per-task cache for this batch
+    run next to each other (on a GPU host the tasks with the largest device footprint first, else in the order given;
+    each task's first job starts ahead, `by_task`, unless `leaders_ahead` is off), and share one per-task cache for
+    this batch
     (`musacoder.judge.task_cache`): the task's reference work is done once, with secrets drawn for this batch."""
     from functools import partial
 
@@ -42,7 +43,7 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
 
     fn = verifier or partial(verify, cache=TaskCache())
     cfg = config or VerifyConfig()
-    jobs = by_task(jobs, workers if leaders_ahead else 1)
+    jobs = by_task(jobs, workers if leaders_ahead else 1, size=device_bytes if _gpu_host() else None)
 
     def one(job: VerifyJob) -> Verdict:
         try:
@@ -57,16 +58,22 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
         yield from bounded(one, jobs, workers)
 
 
-def by_task(jobs: Iterable[VerifyJob], workers: int = 1) -> list[VerifyJob]:
-    """The jobs with those of one task together, tasks in the order they first appear (a stable grouping), and the
-    first job of each task moved `leads_ahead(workers, …)` tasks ahead of the rest of its task: it pays the task's
-    first-time work (its build, shared by the task's identical sources, the reading of its library, the task's
-    reference cases) while the tasks before it run, so the rest of its task finds that work done instead of waiting
-    for it together. The order is all this changes; every job is run once."""
+def by_task(jobs: Iterable[VerifyJob], workers: int = 1,
+            size: Callable[[VerifyJob], int] | None = None) -> list[VerifyJob]:
+    """The jobs with those of one task together, tasks in the order they first appear (a stable grouping) or, given
+    `size` (a job's device bytes), the largest first, and the first job of each task moved `leads_ahead(workers, …)`
+    tasks ahead of the rest of its task: it pays the task's first-time work (its build, shared by the task's
+    identical sources, the reading of its library, the task's reference cases) while the tasks before it run, so the
+    rest of its task finds that work done instead of waiting for it together. Largest first: a task whose
+    verifications run one at a time for memory (a full-size convolution's) starts its chain while the small ones
+    run beside it, rather than after them with the memory beside it idle (`benchmarks/admission_sim.py --order`).
+    The order is all this changes; every job is run once."""
     grouped: dict[tuple, list[VerifyJob]] = {}
     for job in jobs:
         grouped.setdefault((job.task.key, job.task.source, tuple(sorted(job.overrides.items()))), []).append(job)
     groups = list(grouped.values())
+    if size is not None:
+        groups.sort(key=lambda g: -size(g[0]))  # stable: equal sizes keep the order given
     lead = leads_ahead(workers, [len(g) for g in groups])
     if not lead:
         return [job for group in groups for job in group]
@@ -76,6 +83,26 @@ def by_task(jobs: Iterable[VerifyJob], workers: int = 1) -> list[VerifyJob]:
         if i + lead + 1 < len(groups):
             out.append(groups[i + lead + 1][0])
     return out
+
+
+def device_bytes(job: VerifyJob) -> int:
+    """A job's estimated device footprint in bytes (`slots.footprint` of its task with its size overrides on the
+    meta device); 0 where it cannot be estimated."""
+    from musacoder.judge.slots import footprint
+    from musacoder.judge.stages.context import task_with_overrides
+    from musacoder.tasks import load_module
+
+    try:
+        fp = footprint(load_module(task_with_overrides(job.task, job.overrides or None), "musacoder_task_size"))
+    except Exception:  # noqa: BLE001 - a task that does not load is the verification's to report
+        return 0
+    return fp.total if fp is not None else 0
+
+
+def _gpu_host() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def leads_ahead(workers: int, sizes: list[int]) -> int:

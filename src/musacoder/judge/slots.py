@@ -35,7 +35,8 @@ def is_oom(e: BaseException) -> bool:
     return "OutOfMemoryError" in text or "out of memory" in text
 
 
-# How long a verification waiting for device memory lets later ones that fit be admitted before it (`DeviceSlots`)
+# How long a verification waiting for device memory lets later ones that fit be admitted before it freely; after
+# that, only those that cannot delay it (`DeviceSlots._overtaken_too_long`)
 OVERTAKE_S = 20.0
 
 
@@ -67,10 +68,12 @@ class DeviceSlots:
         self.max_shared = max_shared
         self.trace: list[tuple[str, str, float, float]] | None = None  # set to [] to record (device, kind, start, end)
         self._holding: dict[str, int] = {}  # verifications holding a reservation on each device
+        self._sizes: dict[str, list[int]] = {}  # the reservations held on each device, one entry each
         # per device: most verifications holding reservations at once, most bytes reserved
         self.peak: dict[str, tuple[int, int]] = {}
-        # verifications waiting in `reserve` for their memory, by ticket → (device, monotonic time they began waiting)
-        self._admission: dict[int, tuple[str, float]] = {}
+        # verifications waiting in `reserve` for their memory, by ticket → (device, monotonic time they began waiting,
+        # the bytes they wait for)
+        self._admission: dict[int, tuple[str, float, int]] = {}
         self.overtake_s = OVERTAKE_S
 
     def devices_for(self, device: str) -> list[str]:
@@ -93,13 +96,21 @@ class DeviceSlots:
         held = self._reserved.get(dev, 0)
         return cap is None or held == 0 or held + need <= cap
 
-    def _overtaken_too_long(self, dev: str, ticket: int | None) -> bool:
-        """Whether a verification that began waiting for memory on `dev` before `ticket` (None: one arriving now) has
-        waited `overtake_s` or longer: from then on no later one is admitted there before it, so a large footprint is
-        not starved by small ones that keep fitting beside the others."""
+    def _overtaken_too_long(self, dev: str, ticket: int | None, need: int) -> bool:
+        """Whether admitting `need` bytes on `dev` now could delay a verification that began waiting there before
+        `ticket` (None: one arriving now) and has waited `overtake_s` or longer, so a large footprint is not starved by
+        small ones that keep fitting beside the others. A later one may still go first where it fits beside that
+        waiter once the largest reservation held now has ended (reserved − largest + need + its need ≤ capacity): it
+        then cannot be why the waiter waits longer, which is what a waiter for the same large task's previous
+        candidate waits for (backfilling: small verifications run beside a chain of large ones instead of idling
+        the memory the chain leaves)."""
         now = time.monotonic()
+        cap = self.capacity(dev)
+        sizes = self._sizes.get(dev, [])
+        beside = self._reserved.get(dev, 0) - max(sizes, default=0) + need
         return any(d == dev and (ticket is None or t < ticket) and now - since >= self.overtake_s
-                   for t, (d, since) in self._admission.items())
+                   and (cap is None or beside + waiting > cap)
+                   for t, (d, since, waiting) in self._admission.items())
 
     @contextlib.contextmanager
     def assign(self, device: str, need_bytes: int = 0, alone: bool = False):
@@ -135,7 +146,8 @@ class DeviceSlots:
         """Reserve `need_bytes` of the memory of `dev` (a device the verification is pinned to) until the block ends:
         it waits until its estimate fits beside the others' reservations (one always runs, however large), so
         concurrent verifications cannot run a GPU out of memory. Later verifications that fit may be admitted before
-        one that waits, until it has waited `overtake_s`; then none is until it is (no large footprint starves). With
+        one that waits, until it has waited `overtake_s`; then only those that fit beside it once the largest
+        reservation now held has ended (`_overtaken_too_long`: no large footprint starves). With
         `alone` (the retry of a verification whose harness ran out of device memory), it waits until no other
         verification holds a reservation there, reserves all of the device and keeps other verifications from pinning
         it until the block ends (those pinned before may finish their builds, which hold only their worker's CUDA
@@ -155,12 +167,14 @@ class DeviceSlots:
                         self._alone.add(dev)
                     # alone: no other verification holds a reservation there; else it fits, and no verification that
                     # waits longer has waited too long (`_overtaken_too_long`)
-                    if self._fits(dev, need_bytes) and not self._overtaken_too_long(dev, ticket):
+                    if self._fits(dev, need_bytes) and not self._overtaken_too_long(dev, ticket, need_bytes):
                         break
                     if ticket is None:
                         ticket = self._next_ticket
                         self._next_ticket += 1
-                        self._admission[ticket] = (dev, time.monotonic())
+                        self._admission[ticket] = (dev, time.monotonic(), need_bytes)
+                    else:
+                        self._admission[ticket] = (dev, self._admission[ticket][1], need_bytes)
                     self._cv.wait()
             finally:
                 if ticket is not None:
@@ -168,6 +182,7 @@ class DeviceSlots:
                     self._cv.notify_all()
             self._reserved[dev] = self._reserved.get(dev, 0) + need_bytes
             self._holding[dev] = self._holding.get(dev, 0) + 1
+            self._sizes.setdefault(dev, []).append(need_bytes)
             most_holding, most_reserved = self.peak.get(dev, (0, 0))
             self.peak[dev] = (max(most_holding, self._holding[dev]), max(most_reserved, self._reserved[dev]))
         try:
@@ -176,6 +191,7 @@ class DeviceSlots:
             with self._cv:
                 self._reserved[dev] -= need_bytes
                 self._holding[dev] -= 1
+                self._sizes[dev].remove(need_bytes)
                 if alone:
                     self._alone.discard(dev)
                 self._cv.notify_all()
@@ -186,7 +202,7 @@ class DeviceSlots:
         with self._cv:  # a re-entrant lock: `reserve` takes it again, and nothing moves in between
             cap = self.capacity(dev)  # unlike `reserve`, never one alone that is larger than the device
             if dev in self._alone or (cap is not None and self._reserved.get(dev, 0) + need_bytes > cap) \
-                    or self._overtaken_too_long(dev, None):
+                    or self._overtaken_too_long(dev, None, need_bytes):
                 return None
             stack = contextlib.ExitStack()
             stack.enter_context(self.reserve(dev, need_bytes))
