@@ -484,3 +484,36 @@ def test_after_the_bound_a_small_one_still_goes_first_where_it_cannot_delay_the_
         t.join(timeout=3)
     assert order == ["large1", "small", "large2"]
     assert admitted_at["large2"] < 0.5 + 0.3  # right after large1 ended (at 0.5 s), not after the small one (1.2 s)
+
+
+def test_a_tasks_footprint_is_traced_once_per_source_and_input_sets(monkeypatch):
+    """Every candidate of a task asked for its footprint, tens of seconds on meta tensors for a recurrent task: now the
+    first asker computes it, concurrent ones wait for it, later ones reuse it."""
+    import threading
+
+    from musacoder.judge import slots
+
+    calls = []
+    gate = threading.Event()
+
+    def slow(module, max_input_sets=4):
+        calls.append((module, max_input_sets))
+        gate.wait(2)
+        return slots.Footprint(inputs=1, outputs=1, weights=0, max_input_sets=max_input_sets)
+
+    monkeypatch.setattr(slots, "footprint", slow)
+    book = slots._Footprints(most=2)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(book.get("task a", "module a"))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(got) == 3 and got[0] is got[1] is got[2]
+    assert book.get("task a", "module a") is got[0] and len(calls) == 1
+    book.get("task a", "module a", max_input_sets=2)  # another input-set cap: another footprint
+    book.get("task b", "module b")
+    assert len(calls) == 3
+    book.get("task a", "module a")  # the oldest went out (at most 2 kept)
+    assert len(calls) == 4

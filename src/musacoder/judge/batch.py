@@ -88,12 +88,14 @@ def by_task(jobs: Iterable[VerifyJob], workers: int = 1,
 def device_bytes(job: VerifyJob) -> int:
     """A job's estimated device footprint in bytes (`slots.footprint` of its task with its size overrides on the
     meta device); 0 where it cannot be estimated."""
-    from musacoder.judge.slots import footprint
+    from musacoder.judge.baseline import source_with_overrides
+    from musacoder.judge.slots import FOOTPRINTS
     from musacoder.judge.stages.context import task_with_overrides
     from musacoder.tasks import load_module
 
     try:
-        fp = footprint(load_module(task_with_overrides(job.task, job.overrides or None), "musacoder_task_size"))
+        task = task_with_overrides(job.task, job.overrides or None)
+        fp = FOOTPRINTS.get(source_with_overrides(task), load_module(task, "musacoder_task_size"))
     except Exception:  # noqa: BLE001 - a task that does not load is the verification's to report
         return 0
     return fp.total if fp is not None else 0

@@ -33,6 +33,7 @@ import torch
 
 from musacoder.config import VerifyConfig
 from musacoder.judge import isolation, slots
+from musacoder.judge.baseline import source_with_overrides
 from musacoder.judge.sandbox import WorkerDied, WorkerStartFailed, WorkerTimeout
 from musacoder.judge.stages import rpc
 from musacoder.judge.stages.binary import check_binaries
@@ -90,7 +91,9 @@ def _attempt(ctx: RunContext, fresh: bool) -> None:
     v, cuda = ctx.verdict, ctx.device_pool.startswith("cuda")
     ctx.sandbox = None  # this attempt's worker, once started
     with ctx.stage("footprint"):
-        ctx.fp = slots.footprint(ctx.module, ctx.cfg.input_sets) if cuda else None
+        # once per task in this process (`slots.FOOTPRINTS`): on meta tensors a recurrent task's takes tens of seconds
+        ctx.fp = slots.FOOTPRINTS.get(source_with_overrides(ctx.task), ctx.module, ctx.cfg.input_sets) \
+            if cuda else None
     if ctx.fp:
         v.memory_estimate_gb = {"worker": round(ctx.fp.worker / slots.GiB, 3),
                                 "trusted": round(ctx.fp.trusted / slots.GiB, 3)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import threading
 import time
 import weakref
@@ -432,6 +433,39 @@ def footprint(module, max_input_sets: int = 4) -> Footprint | None:
     except Exception:  # noqa: BLE001 - a forward that runs on meta in float32 but not in float64
         transient = None
     return Footprint(*sizes, max_input_sets=max_input_sets, transient=transient)
+
+
+class _Footprints:
+    """`footprint` once per task source (with its overrides) and input-set cap in this process: on the meta device a
+    recurrent task's forward takes tens of seconds (KernelBench's bidirectional LSTM: about 24 s, twice that traced),
+    and every candidate of a task asked for it again. Concurrent askers of one task wait for the first."""
+
+    def __init__(self, most: int = 512):
+        self._lock = threading.Lock()
+        self._done: dict[tuple, Footprint | None] = {}
+        self._busy: dict[tuple, threading.Lock] = {}
+        self.most = most
+
+    def get(self, source: str, module, max_input_sets: int = 4) -> Footprint | None:
+        key = (hashlib.sha256(source.encode()).hexdigest(), max_input_sets)
+        with self._lock:
+            if key in self._done:
+                return self._done[key]
+            busy = self._busy.setdefault(key, threading.Lock())
+        with busy:
+            with self._lock:
+                if key in self._done:
+                    return self._done[key]
+            fp = footprint(module, max_input_sets)
+            with self._lock:
+                if len(self._done) >= self.most:
+                    self._done.pop(next(iter(self._done)))
+                self._done[key] = fp
+                self._busy.pop(key, None)
+            return fp
+
+
+FOOTPRINTS = _Footprints()
 
 
 def trace_overlaps(trace: list[tuple[str, str, float, float]]) -> list[str]:
