@@ -31,8 +31,10 @@
 #   STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 SMI_MS=500 (RL_TAG names the files): the 16 x 8 load cold and warm,
 #   the GPU's used memory and each process's sampled beside it (benchmarks/smi_summary.py)
 #   What is still owed after the H100 runs of 2026-12-06 and -07 (docs/benchmarks.md, run 6 ran the whole cold
-#   round): the warm second round of the 16 x 8 load on its own (STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2
-#   SMI_MS=500 T_RL8=560 after a first call has filled MUSACODER_CACHE_DIR's build cache, the machine kept warm);
+#   round): the 16 x 8 load again with the largest tasks first and overtaking where it cannot delay a waiter
+#   (predicted +13 % in the admission model over run 6's 16.4 a minute), and its warm second round on its own
+#   (STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 SMI_MS=500 T_RL8=560, then again after the first call has filled
+#   MUSACODER_CACHE_DIR's build cache, the machine kept warm);
 #   STEPS=convcache (the convolution's seven float64 cases, 42 GiB, in a task cache of 48 GiB beside today's 32:
 #   predicted, its later candidates' correctness.reference from 11 s to 1-3 s; the host memory used, sampled), then
 #   STEPS="golden"
