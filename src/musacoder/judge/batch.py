@@ -86,19 +86,22 @@ def by_task(jobs: Iterable[VerifyJob], workers: int = 1,
 
 
 def device_bytes(job: VerifyJob) -> int:
-    """A job's estimated device footprint in bytes (`slots.footprint` of its task with its size overrides on the
-    meta device); 0 where it cannot be estimated."""
-    from musacoder.judge.baseline import source_with_overrides
-    from musacoder.judge.slots import FOOTPRINTS
+    """What orders a batch's tasks on a GPU host: the bytes of a job's inputs and weights (its task with its size
+    overrides, made on the meta device without running its forward, which for a recurrent task takes tens of seconds
+    there: the whole footprint, `slots.footprint`, grows with them); 0 where they cannot be made."""
+    import torch
+
+    from musacoder.judge.inputs import make_init_inputs, nbytes
     from musacoder.judge.stages.context import task_with_overrides
     from musacoder.tasks import load_module
 
     try:
-        task = task_with_overrides(job.task, job.overrides or None)
-        fp = FOOTPRINTS.get(source_with_overrides(task), load_module(task, "musacoder_task_size"))
+        module = load_module(task_with_overrides(job.task, job.overrides or None), "musacoder_task_size")
+        with torch.device("meta"), torch.no_grad():
+            weights = list(module.Model(*make_init_inputs(module, 0)).state_dict().values())
+            return nbytes(list(module.get_inputs())) + nbytes(weights)
     except Exception:  # noqa: BLE001 - a task that does not load is the verification's to report
         return 0
-    return fp.total if fp is not None else 0
 
 
 def _gpu_host() -> bool:
