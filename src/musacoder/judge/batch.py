@@ -89,19 +89,16 @@ def device_bytes(job: VerifyJob) -> int:
     """What orders a batch's tasks on a GPU host: the bytes of a job's inputs and weights (its task with its size
     overrides, made on the meta device without running its forward, which for a recurrent task takes tens of seconds
     there: the whole footprint, `slots.footprint`, grows with them); 0 where they cannot be made."""
-    import torch
-
-    from musacoder.judge.inputs import make_init_inputs, nbytes
+    from musacoder.judge.slots import meta_bytes
     from musacoder.judge.stages.context import task_with_overrides
     from musacoder.tasks import load_module
 
     try:
-        module = load_module(task_with_overrides(job.task, job.overrides or None), "musacoder_task_size")
-        with torch.device("meta"), torch.no_grad():
-            weights = list(module.Model(*make_init_inputs(module, 0)).state_dict().values())
-            return nbytes(list(module.get_inputs())) + nbytes(weights)
+        inputs, _, weights = meta_bytes(load_module(task_with_overrides(job.task, job.overrides or None),
+                                                    "musacoder_task_size"), forward=False)
     except Exception:  # noqa: BLE001 - a task that does not load is the verification's to report
         return 0
+    return inputs + weights
 
 
 def _gpu_host() -> bool:

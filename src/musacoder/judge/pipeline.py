@@ -159,7 +159,7 @@ def _worker_failures(ctx: RunContext):
         raise Stop("timeout") from None
     except WorkerDied as e:
         v.error = f"worker died (exit {e.returncode}); last output:\n{e.log_tail[-1500:]}"
-        fp = ctx.fp or slots.footprint(ctx.module, cfg.input_sets)
+        fp = ctx.fp or slots.FOOTPRINTS.get(source_with_overrides(ctx.task), ctx.module, cfg.input_sets)
         if e.oom_killed and slots.worker_cap_too_small(fp, isolation.worker_memory_mb()):
             v.error += ("\nThis task's own data alone needs about half that cap or more: raise "
                         "MUSACODER_WORKER_MEMORY_MB (not the candidate's doing).")

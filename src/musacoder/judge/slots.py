@@ -357,13 +357,14 @@ def memory_violations(peak: int | None, budget: int) -> list[str]:
             f"{budget / GiB:.1f} GiB (memory held back starves the reference and inflates the speedup)"]
 
 
-def meta_bytes(module) -> tuple[int, int, int]:
+def meta_bytes(module, forward: bool = True) -> tuple[int, int, int]:
     """Bytes of the task's (inputs, outputs, weights) for one call, from its shapes on the meta device (no memory is
-    allocated). Raises whatever the task raises there (ops without meta kernels, data-dependent shapes)."""
+    allocated); with `forward` off the outputs are not made (0: a recurrent task's forward takes tens of seconds
+    there). Raises whatever the task raises there (ops without meta kernels, data-dependent shapes)."""
     with torch.device("meta"), torch.no_grad():
         model = module.Model(*make_init_inputs(module, 0))
         inputs = list(module.get_inputs())
-        out = model(*inputs)
+        out = model(*inputs) if forward else None
     return nbytes(inputs), nbytes(out), nbytes(list(model.state_dict().values()))
 
 
