@@ -8,7 +8,10 @@ Each candidate `<candidates>/levelN/<task>.py` answers `<kernelbench>/levelN/<ta
 Per phase (cold: both build caches emptied first; warm: the same caches again), one side after the other, so neither
 has the GPU while the other runs:
 
-1. KernelBench: one fresh Python process per candidate, one after the other, calling
+1. KernelBench, as its own evaluation scripts run it: first every candidate's build at once, each in a process of its
+   own calling `kernelbench.eval.build_compile_cache` into the candidate's build folder, --kb-compile-workers at a time
+   (KernelBench's `compile.batch_compile`, its `num_cpu_workers`; 0: no separate builds, each evaluation builds its
+   own, as this benchmark ran before). Then one fresh Python process per candidate, one after the other, calling
    `kernelbench.eval.eval_kernel_against_ref` (imported from `<kernelbench>/src`, never a dependency) with 5
    correctness trials, 100 performance trials, `measure_performance=True`, fp32, `cuda:0` and
    `build_dir=<work>/kb-cache/<candidate>`. A process running past --timeout is killed (a `timeout`). Modules that
@@ -20,8 +23,11 @@ A verdict is reached when KernelBench's harness returned a result or raised (its
 failed sample), or when musacoder wrote a status other than `infra_error`. Accepted: compiled and correct
 (KernelBench), status `ok` (musacoder). Per side and phase: verdicts/min over the side's whole wall time, median and
 p90 seconds per verdict (KernelBench: the process's wall time; musacoder: each result's `wall_s`), and the
-musacoder/KernelBench ratio of verdicts/min. Prints a table, lists candidates whose correctness the sides disagree
-on, and rewrites --json after every candidate, so a cut run keeps what it measured.
+musacoder/KernelBench ratio of verdicts/min. KernelBench's wall time includes its parallel builds; its seconds per
+verdict are the evaluation process's (each build's own seconds are `compile_s`). Both sides' speedups are compared on
+the candidates both accepted: musacoder's `speedup` against KernelBench's ref_runtime / runtime, and how many of those
+whose kernel ran 1 ms or more agree within 5 % (`speedups`). Prints a table, lists candidates whose correctness the
+sides disagree on, and rewrites --json after every candidate, so a cut run keeps what it measured.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,11 +121,51 @@ def kernelbench_child(kb_dir: Path, task: Path, candidate: Path, build_dir: Path
     result.write_text(json.dumps(out, default=str))
 
 
+def kernelbench_compile_child(kb_dir: Path, candidate: Path, build_dir: Path, result: Path) -> None:
+    """Build one candidate into `build_dir` as KernelBench's parallel pre-build does (`build_compile_cache`); the
+    evaluation that follows loads it from there."""
+    sys.path.insert(0, str(kb_dir.resolve() / "src"))
+    stub_unused_modules()
+    from kernelbench.eval import build_compile_cache
+
+    t0 = time.monotonic()
+    try:
+        ok, _, err = build_compile_cache(candidate.read_text(), verbose=False, build_dir=str(build_dir))
+    except Exception as e:  # noqa: BLE001 - its scripts record the exception as a failed build
+        ok, err = False, f"{type(e).__name__}: {e}"
+    result.write_text(json.dumps({"compiled": bool(ok), "error": (err or "")[-400:],
+                                  "compile_s": round(time.monotonic() - t0, 3)}))
+
+
 # --- KernelBench's side: the parent ----------------------------------------------------------------------------------
 
 def kernelbench_command(a, task: Path, cand: Path, build_dir: Path, result: Path) -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), "--kb-child", str(task), str(cand), str(build_dir),
             str(result), "--kernelbench-dir", str(a.kernelbench_dir.resolve())]
+
+
+def compile_command(a, cand: Path, build_dir: Path, result: Path) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), "--kb-compile", str(cand), str(build_dir), str(result),
+            "--kernelbench-dir", str(a.kernelbench_dir.resolve())]
+
+
+def compile_kernelbench_candidates(a, items: list[tuple], cache: Path) -> dict:
+    """Every candidate's build at once, --kb-compile-workers at a time, each in a process of its own (killed at
+    --timeout); per id: compiled, error, compile_s."""
+    def one(item) -> tuple[str, dict]:
+        pid, _, cand = item
+        name = pid.replace("/", "__")
+        result = cache / f"{name}.compile.json"
+        result.unlink(missing_ok=True)
+        t0 = time.monotonic()
+        rc, tail = run_process(compile_command(a, cand, cache / name, result), a.timeout)
+        if result.exists():
+            return pid, json.loads(result.read_text())
+        why = f"killed after {a.timeout:g} s" if rc is None else f"exit {rc}: {tail[-300:]}"
+        return pid, {"compiled": False, "error": why, "compile_s": round(time.monotonic() - t0, 3)}
+
+    with ThreadPoolExecutor(max_workers=max(1, a.kb_compile_workers)) as pool:
+        return dict(pool.map(one, items))
 
 
 def run_process(cmd: list[str], timeout: float, env: dict | None = None,
@@ -240,6 +287,28 @@ def disagreements(kb: dict, mc: dict) -> list[dict]:
             for i in kb if kb[i]["verdict"] and mc[i]["verdict"] and bool(kb[i]["correct"]) != bool(mc[i]["correct"])]
 
 
+SPEEDUP_AGREE, SPEEDUP_MIN_MS = 0.05, 1.0  # the issue's bar: within 5 % on kernels of 1 ms or more
+
+
+def speedup_pairs(kb: dict, mc: dict) -> dict:
+    """Both sides' speedups on the candidates both accepted and timed: KernelBench's is ref_runtime / runtime (its
+    eager reference and the candidate, 100 runs each), musacoder's its verdict's `speedup`. `rel` = musacoder's /
+    KernelBench's - 1. Summary over the kernels that ran SPEEDUP_MIN_MS or more on KernelBench's side."""
+    rows = []
+    for i in kb:
+        k, m = kb[i], mc.get(i, {})
+        if not (k.get("accepted") and m.get("accepted") and k.get("runtime_ms") and k.get("ref_runtime_ms")
+                and m.get("speedup")):
+            continue
+        ks = k["ref_runtime_ms"] / k["runtime_ms"]
+        rows.append({"id": i, "runtime_ms": k["runtime_ms"], "kernelbench": round(ks, 4),
+                     "musacoder": round(m["speedup"], 4), "rel": round(m["speedup"] / ks - 1, 4)})
+    long = [r for r in rows if r["runtime_ms"] >= SPEEDUP_MIN_MS]
+    return {"rows": rows, "compared": len(long),
+            "within": sum(abs(r["rel"]) <= SPEEDUP_AGREE for r in long),
+            "max_abs_rel": max((abs(r["rel"]) for r in long), default=None)}
+
+
 def fmt(x, spec: str = ".1f") -> str:
     return "-" if x is None else format(x, spec)
 
@@ -256,6 +325,13 @@ def print_table(report: dict) -> None:
         for d in r.get("disagree", []):
             print(f"disagree ({phase}): {d['id']}: KernelBench correct={d['kernelbench_correct']}, "
                   f"musacoder correct={d['musacoder_correct']} ({d['musacoder_status']})")
+    for phase, r in report["phases"].items():
+        if sp := r.get("speedups"):
+            print(f"speedups ({phase}): {sp['within']} of {sp['compared']} kernels of >= {SPEEDUP_MIN_MS:g} ms agree "
+                  f"within {SPEEDUP_AGREE:.0%} (largest difference {fmt(sp['max_abs_rel'], '.1%')})")
+            for row in sp["rows"]:
+                print(f"  {row['id']:45s} {row['runtime_ms']:8.3f} ms  KernelBench {row['kernelbench']:.3f}  "
+                      f"musacoder {row['musacoder']:.3f}  ({row['rel']:+.1%})")
     ratios = [f"{p} {r['ratio_verdicts_per_min']:.2f}x" for p, r in report["phases"].items()
               if r.get("ratio_verdicts_per_min") is not None]
     print("musacoder/KernelBench verdicts/min: " + (", ".join(ratios) or "-"))
@@ -269,6 +345,11 @@ def dry_run(a, items: list[tuple], work: Path, phases: list[str]) -> None:
         cache = work / "kb-cache"
         state = "emptied first" if phase == "cold" else "reused"
         print(f"== {phase}: KernelBench, one process each (build cache {cache}, {state})")
+        if a.kb_compile_workers:
+            print(f"  first the builds, {a.kb_compile_workers} at a time:")
+            for pid, _, c in items:
+                name = pid.replace("/", "__")
+                print("  " + shlex.join(compile_command(a, c, cache / name, cache / f"{name}.compile.json")))
         for pid, t, c in items:
             name = pid.replace("/", "__")
             print("  " + shlex.join(kernelbench_command(a, t, c, cache / name, cache / f"{name}.result.json")))
@@ -293,11 +374,20 @@ def main() -> None:
                     "folder, removed at the end)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--dry-run", action="store_true", help="write the manifest, print the pairs and commands, exit")
+    ap.add_argument("--kb-compile-workers", type=int, default=os.cpu_count() or 1,
+                    help="KernelBench's builds at once before its evaluations, as its scripts do (default: the "
+                    "host's cores; 0: each evaluation builds its own candidate)")
+    ap.add_argument("--kb-compile", nargs=3, metavar=("CANDIDATE", "BUILD_DIR", "RESULT"), type=Path,
+                    help=argparse.SUPPRESS)
     ap.add_argument("--kb-child", nargs=4, metavar=("TASK", "CANDIDATE", "BUILD_DIR", "RESULT"), type=Path,
                     help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.kb_child:
         return kernelbench_child(a.kernelbench_dir, *a.kb_child)
+    if a.kb_compile:
+        return kernelbench_compile_child(a.kernelbench_dir, *a.kb_compile)
+    if a.kb_compile_workers < 0:
+        ap.error(f"--kb-compile-workers takes 0 or more; got {a.kb_compile_workers}")
     phases = [x.strip() for x in a.phases.split(",") if x.strip()]
     if not phases or set(phases) - {"cold", "warm"}:
         ap.error(f"--phases takes cold and/or warm, comma-separated; got {a.phases!r}")
@@ -317,7 +407,8 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # from `timeout`: children are killed on the way out
 
     report = {"kernelbench_dir": str(a.kernelbench_dir), "candidates_dir": str(a.candidates), "workers": a.workers,
-              "timeout_s": a.timeout, "correct_trials": CORRECT_TRIALS, "perf_trials": PERF_TRIALS,
+              "timeout_s": a.timeout, "kb_compile_workers": a.kb_compile_workers, "correct_trials": CORRECT_TRIALS,
+              "perf_trials": PERF_TRIALS,
               "pairs": [i for i, _, _ in items], "phases": {}}
 
     def save():
@@ -335,8 +426,17 @@ def main() -> None:
             print(f"== {phase}: KernelBench, {len(items)} candidates, one process each", flush=True)
             kb = r["kernelbench"] = {"results": {}}
             t0 = time.monotonic()
+            built = {}
+            if a.kb_compile_workers:
+                built = kb["compile"] = compile_kernelbench_candidates(a, items, cache)
+                kb["compile_wall_s"] = round(time.monotonic() - t0, 2)
+                print(f"  builds: {sum(b['compiled'] for b in built.values())} of {len(built)} in "
+                      f"{kb['compile_wall_s']:.1f}s, {a.kb_compile_workers} at a time", flush=True)
+                save()
             for pid, t, c in items:
                 rec = kb["results"][pid] = run_kernelbench_candidate(a, pid, t, c, cache)
+                if pid in built:
+                    rec["compile_s"] = built[pid]["compile_s"]
                 kb["summary"] = summarize(kb["results"], time.monotonic() - t0)
                 print(f"  {pid:45s} {rec['outcome']:13s} wall {rec['wall_s']:6.1f}s "
                       f"runtime {fmt(rec.get('runtime_ms'), '.3g')} ms ref {fmt(rec.get('ref_runtime_ms'), '.3g')} ms "
@@ -354,6 +454,7 @@ def main() -> None:
             kb_rate, mc_rate = kb["summary"]["verdicts_per_min"], r["musacoder"]["summary"]["verdicts_per_min"]
             r["ratio_verdicts_per_min"] = mc_rate / kb_rate if kb_rate and mc_rate is not None else None
             r["disagree"] = disagreements(kb["results"], recs)
+            r["speedups"] = speedup_pairs(kb["results"], recs)
             save()
     finally:  # also when cut short: the table of what was measured
         print_table(report)

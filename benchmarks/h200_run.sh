@@ -209,9 +209,11 @@ if has rft; then  # issue 18: an RFT pool for the golden set's tasks, every samp
   tar czf "$OUT/rft_run.tgz" -C /tmp/rft_golden run tasks responses summary.json 2>/dev/null
   tail -4 "$OUT/rft.log"
 fi
-if has anchor; then  # KernelBench's eval_kernel_against_ref (one process per candidate) then musacoder, full sizes
+if has anchor; then  # KernelBench's builds in parallel (as its scripts do; ANC_KBC=0: each evaluation builds its own),
+  # its eval_kernel_against_ref one process per candidate, then musacoder, full sizes
   timeout ${T_ANC:-570} python3 benchmarks/anchor.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
     --limit ${ANC_LIMIT:-4} --only "${ANC_ONLY:-*}" --workers ${ANC_WORKERS:-14} --phases ${ANC_PHASES:-cold,warm} \
+    --kb-compile-workers ${ANC_KBC:-16} \
     --timeout ${ANC_TIMEOUT:-240} --json "$OUT/anchor.json" > "$OUT/anchor.log" 2>&1
   tail -10 "$OUT/anchor.log"
 fi
