@@ -225,7 +225,7 @@ if has same8; then  # issue 38 (d): one honest candidate verified 8 times in one
     # otherwise pays the build and the comparison says nothing about the per-task cache)
     timeout ${T_SAME8:-200} python3 benchmarks/rl_load.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
       --only "$t" --tasks 1 --copies 1 --identical --workers 1 --json "/tmp/same8_${tag}_warm.json" > /dev/null 2>&1
-    for share in true false; do
+    for share in ${SAME8_SHARE:-true false}; do
       timeout ${T_SAME8:-200} python3 benchmarks/rl_load.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
         --only "$t" --tasks 1 --copies 8 --identical --workers ${SAME8_WORKERS:-8} --verify share_reference=$share \
         ${SAME8_ROUNDS:+--rounds $SAME8_ROUNDS} \
