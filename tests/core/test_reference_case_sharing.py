@@ -44,9 +44,18 @@ def test_the_computing_candidate_keeps_its_originals_and_the_next_gets_copies():
     first, second = _case(first_ctx), _case(second_ctx)
     assert len(cache) == 1 and first_ctx.verdict.reference_reused is False and second_ctx.verdict.reference_reused
     kept = next(iter(cache._entries.values()))[0]
-    for a, b, k in zip(_leaves(first), _leaves(second), [kept[1]] + [y.ref64 for y in kept[2].leaves.values()]):
-        assert torch.equal(a, b) and torch.equal(a, k)
+    kept_leaves = [kept[1]] + [y.ref64 for y in kept[2].leaves.values()]
+    for a, b, k in zip(_leaves(first), _leaves(second), kept_leaves):
         assert a.data_ptr() != k.data_ptr() != b.data_ptr() != a.data_ptr()  # nobody reads another's tensor
+    (out1, *ref1), (out2, *ref2) = _leaves(first), _leaves(second)
+    assert torch.equal(out1, out2) and torch.equal(out1, kept[1])
+    for r1, r2, k in zip(ref1, ref2, kept_leaves[1:]):
+        # kept as the float32 difference from the output, whole again for the next candidate within its bound
+        assert k.dtype == torch.float32 and r2.dtype == torch.float64 and k.nbytes * 2 == r1.nbytes
+        assert bool(((r2 - r1).abs() <= (r1 - out1.double()).abs() * 2.0 ** -23 + r1.abs() * 2.0 ** -51
+                     + 2.0 ** -148).all())
+    y1, y2 = (next(iter(c[2].leaves.values())) for c in (first, second))
+    assert (y1.torch_error, y1.low_error, y1.slack) == (y2.torch_error, y2.low_error, y2.slack)
 
 
 def test_a_case_beyond_the_budget_is_not_kept_nor_copied():

@@ -147,6 +147,41 @@ def max_abs_error(y: torch.Tensor, ref64: torch.Tensor, device: str | torch.devi
                default=0.0)
 
 
+def ref64_delta(r32: torch.Tensor, ref64: torch.Tensor) -> torch.Tensor | None:
+    """The float64 reference kept as its difference from the fp32 reference output: d = fl32(ref64 − r32), float32
+    on the host, half of ref64's bytes (the per-task cache keeps a trial's case as r32 and d, a third less than r32
+    and ref64). `ref64_from_delta` gives back r64' = r32 + d in float64, per entry within
+    |r64' − ref64| ≤ 2⁻²³·|ref64 − r32| + 2⁻⁵¹·|ref64| + 2⁻¹⁴⁸ of ref64 (d's float32 rounding, the sum's float64 one,
+    float32's smallest subnormal step): about 10⁻⁷ of the fp32 reference's own error, which the precision rule's bounds
+    exceed 16-fold (`Yardstick.bound`). Only ref64's finite entries are ever compared against (`_finite_pairs`), so r64'
+    must be finite exactly where ref64 is. None where that bound or that pattern does not hold (a difference beyond
+    float32's range, an infinity in r32 where ref64 is finite): keep ref64 itself. Chunked on ref64's device."""
+    if r32.dtype != torch.float32 or ref64.dtype != torch.float64 or r32.shape != ref64.shape:
+        return None
+    out = torch.empty(ref64.shape, dtype=torch.float32)
+    flat = out.view(-1)
+    for s, (rc, r64) in zip(range(0, flat.numel(), CHUNK), zip(_chunks(r32.to(ref64.device)), _chunks(ref64))):
+        diff = r64 - rc.double()
+        d = diff.float()
+        back = rc.double() + d.double()
+        fin = torch.isfinite(r64)
+        if not bool(torch.equal(fin, torch.isfinite(back))):
+            return None
+        if not bool(fin.all()):
+            r64, back, diff = r64[fin], back[fin], diff[fin]
+        bound = diff.abs() * 2.0 ** -23 + r64.abs() * 2.0 ** -51 + 2.0 ** -148
+        if not bool(((back - r64).abs() <= bound).all()):
+            return None
+        flat[s:s + d.numel()].copy_(d.reshape(-1))
+    return out
+
+
+def ref64_from_delta(r32: torch.Tensor, d: torch.Tensor, device: str | torch.device) -> torch.Tensor:
+    """r32 + d in float64 on `device` (see `ref64_delta`)."""
+    out = r32.to(device=device, dtype=torch.float64, copy=True)
+    return out.add_(d.to(device))
+
+
 def _leaves(obj, path="output"):
     if isinstance(obj, (tuple, list)):
         yield path, type(obj).__name__, len(obj)

@@ -32,8 +32,9 @@ from typing import Any, Callable, Hashable
 
 # the default byte budget of a cache (host memory for reference outputs and yardsticks) is a quarter of the host's
 # memory, at least this; MUSACODER_TASK_CACHE_GB sets it. A full-size convolution's seven trials keep 22 GB of outputs
-# and float64 references: under a smaller budget the first are evicted before the task's later candidates ask for
-# them, and each recomputes every float64 convolution (docs/benchmarks.md)
+# and float64 yardsticks (28 GiB since the yardsticks are kept as float32 differences, 42 GiB before): under a smaller
+# budget the first are evicted before the task's later candidates ask for them, and each recomputes every float64
+# convolution (docs/benchmarks.md)
 DEFAULT_BUDGET_BYTES = 8 << 30
 
 

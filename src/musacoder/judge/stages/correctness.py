@@ -17,8 +17,8 @@ from concurrent.futures import Future, wait
 
 import torch
 
-from musacoder.judge.compare import (Precision, Yardstick, compare_outputs, float_leaves, max_abs_error, rel_error,
-                                     round_mantissa, round_mantissa_, task_audit)
+from musacoder.judge.compare import (Precision, Yardstick, compare_outputs, float_leaves, max_abs_error, ref64_delta,
+                                     ref64_from_delta, rel_error, round_mantissa, round_mantissa_, task_audit)
 from musacoder.judge.inputs import (make_init_inputs, make_inputs, nbytes, output_spec, seed_for, seeded, to_cpu,
                                     to_device)
 from musacoder.judge.messages import HARNESS_PARTS, CallReport, InitReply, InitRequest, TrialReply, TrialRequest
@@ -225,9 +225,11 @@ def precision_models(ctx: RunContext, ref_model):
 def shared_reference_case(ctx: RunContext, module, ref_model, seed: int, perturb: str | None, label: int):
     """`reference_case` for a main trial, from the task's shared cache where the verification has one: the outputs
     and yardsticks kept on the host, and copied to the comparison device for each candidate that reuses them. The
+    float64 references are kept as their float32 differences from the fp32 outputs (`compare.ref64_delta`: a case
+    is 2·O bytes instead of 3·O, so a full-size convolution's seven cases fit a cache they overflowed). The
     candidate that computes an entry compares against its own originals (no round trip through the host). Extra
     shapes are not shared, nor are cases too large for the cache's budget: they would cross to the host and back
-    for nothing (a 6.4 GB output and its float64 reference are 19 GB each way, seconds a trial)."""
+    for nothing (a 6.4 GB output and its float64 difference are 13 GB each way, seconds a trial)."""
     if ctx.cache is None or label != 0 or not _fits_cache(ctx):
         return reference_case(ctx, module, ref_model, seed, perturb)
     mine: list = []
@@ -235,7 +237,7 @@ def shared_reference_case(ctx: RunContext, module, ref_model, seed: int, perturb
     def compute():
         kept, out, precision = reference_case(ctx, module, ref_model, seed, perturb)
         mine.append((kept, out, precision))
-        return kept, to_cpu(out), _precision_to(precision, "cpu"), ctx.ref_forward_s
+        return kept, to_cpu(out), _kept_yardsticks(precision, out), ctx.ref_forward_s
 
     def size(value) -> int:
         _, out, precision, _ = value
@@ -246,26 +248,46 @@ def shared_reference_case(ctx: RunContext, module, ref_model, seed: int, perturb
         return mine[0]
     ctx.ref_forward_s = max(ctx.ref_forward_s, ref_s)
     cmp = ctx.compare_device  # each verification gets copies: the kept ones are shared with the task's others
-    return kept, to_device(out, cmp), _precision_to(precision, cmp)
+    out = to_device(out, cmp)
+    return kept, out, _yardsticks_back(precision, out, cmp)
 
 
 def _fits_cache(ctx: RunContext) -> bool:
     """Whether a trial's reference case can be kept in the task cache: its estimated bytes (the output, and its
-    float64 reference at twice a float32 output's size) within the cache's budget. Unknown off a GPU (no footprint),
-    where tasks are small and the budget decides after the fact."""
+    float64 reference's float32 difference from it, `_kept_yardsticks`) within the cache's budget. Unknown off a GPU
+    (no footprint), where tasks are small and the budget decides after the fact."""
     if ctx.fp is None or ctx.cache is None:
         return True
-    return 3 * ctx.fp.outputs <= ctx.cache.budget_bytes
+    return 2 * ctx.fp.outputs <= ctx.cache.budget_bytes
 
 
-def _precision_to(precision: Precision | None, device: str) -> Precision | None:
-    """A copy of the yardsticks with their float64 references on `device` (the other fields are numbers)."""
+def _kept_yardsticks(precision: Precision | None, out) -> Precision | None:
+    """The yardsticks as the task cache keeps them, on the host: each leaf's float64 reference as its float32
+    difference from the fp32 output leaf `out` holds at the same path (`compare.ref64_delta`), or the float64 tensor
+    itself where the difference cannot stand for it. The dtype tells which (`_yardsticks_back`)."""
     if precision is None:
         return None
-    out = Precision()
+    outs = dict(float_leaves(out))
+    kept = Precision()
     for path, y in precision.leaves.items():
-        out.leaves[path] = dataclasses.replace(y, ref64=to_device(y.ref64, device))
-    return out
+        r32 = outs.get(path)
+        d = ref64_delta(r32, y.ref64) if r32 is not None else None
+        kept.leaves[path] = dataclasses.replace(y, ref64=d if d is not None else to_cpu(y.ref64))
+    return kept
+
+
+def _yardsticks_back(kept: Precision | None, out, device: str) -> Precision | None:
+    """The kept yardsticks (`_kept_yardsticks`) on `device`, each float64 reference whole again: from its float32
+    difference and the output leaf of `out` (already on `device`), or copied as it was kept."""
+    if kept is None:
+        return None
+    outs = dict(float_leaves(out))
+    back = Precision()
+    for path, y in kept.leaves.items():
+        ref64 = (ref64_from_delta(outs[path], y.ref64, device) if y.ref64.dtype == torch.float32
+                 else to_device(y.ref64, device))
+        back.leaves[path] = dataclasses.replace(y, ref64=ref64)
+    return back
 
 
 def reference_case(ctx: RunContext, module, ref_model, seed: int, perturb: str | None, fallback: bool = True):
