@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
 # the default byte budget of a cache (host memory for reference outputs and yardsticks) is a quarter of the host's
-# memory, at least this; MUSACODER_TASK_CACHE_GB sets it. A full-size convolution's seven trials keep 22 GB of outputs
-# and float64 yardsticks (28 GiB since the yardsticks are kept as float32 differences, 42 GiB before): under a smaller
-# budget the first are evicted before the task's later candidates ask for them, and each recomputes every float64
-# convolution (docs/benchmarks.md)
+# memory, at least this; MUSACODER_TASK_CACHE_GB sets it. The seven trials of a full-size convolution with 2 GiB
+# outputs (`level2/4_Conv2d_Mish_Mish`) keep 28 GiB of outputs and float64 yardsticks (kept as float32 differences;
+# 41 GiB as whole float64 tensors): under a smaller budget the first are evicted before the task's later candidates
+# ask for them, and each recomputes every float64 convolution (docs/benchmarks.md)
 DEFAULT_BUDGET_BYTES = 8 << 30
 
 
