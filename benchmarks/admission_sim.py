@@ -112,7 +112,7 @@ def main() -> None:
                     help="the worker allocator peak the matching tasks' verifications report (repeatable; the first "
                          "glob that matches counts): later candidates of a task reserve the learned worker side")
     ap.add_argument("--order", choices=("given", "largest"), default="given",
-                    help="tasks in the order given, or the largest inputs and weights first (as batches on a GPU host)")
+                    help="tasks in the order given (as batches run them), or the largest inputs and weights first")
     ap.add_argument("--gpu-gib", type=float, default=79.2, help="the modelled GPU's memory (H100 80GB: 79.2 GiB)")
     ap.add_argument("--start-s", type=float, default=1.0, help="modelled worker start and warm build, outside admission")
     ap.add_argument("--run-s", type=float, default=6.0, help="modelled admitted time of a light task")
@@ -137,7 +137,7 @@ def main() -> None:
             ap.error(f"--estimate {e!r}: now, or four numbers WORKER_FIXED_GIB,TRUSTED_FIXED_GIB,SLACK,TRUSTED_SLACK")
         if len(estimates[-1]) != 4:
             ap.error(f"--estimate {e!r}: four numbers, got {len(estimates[-1])}")
-    if args.order == "largest":  # as a batch orders its tasks on a GPU host (`batch.device_bytes`)
+    if args.order == "largest":  # by inputs and weights (`batch.device_bytes`)
         tasks.sort(key=lambda t: -(t[1].inputs + t[1].weights))
     peaks = {}
     for item in args.peak:

@@ -90,6 +90,30 @@ def test_a_task_whose_entries_outgrow_the_budget_keeps_its_first_ones_for_every_
     assert cache.bytes_kept == 300 and len(cache) == 3
 
 
+def test_two_tasks_verified_at_once_do_not_evict_each_other_s_cases():
+    """Two large tasks in flight whose cases together outgrow the budget: least recently used across tasks, each
+    task's candidate evicted the other's cases just before its next candidate asked (every candidate recomputed all).
+    While a task has verifications in flight its entries stay; the other's that do not fit are handed back, and the
+    first task's later candidates reuse all of theirs."""
+    other = TaskKey.of("class Other: ...", "cpu", "torch-x", (5,))
+    cache, computed = TaskCache(budget_bytes=500), []
+
+    def case(key, i):
+        return lambda: computed.append((key is KEY, i)) or i
+
+    with cache.in_use(KEY), cache.in_use(other):
+        for candidate in range(3):  # the two tasks' candidates interleaved
+            for key in (KEY, other):
+                for i in range(3):
+                    cache.get(key, ("reference_case", i), case(key, i), size=lambda v: 100)
+    assert computed.count((True, 0)) == 1 and [c for c in computed if c[0]] == [(True, 0), (True, 1), (True, 2)]
+    assert computed.count((False, 2)) == 3  # the other task's last case found no room for it: recomputed
+    assert computed.count((False, 0)) == computed.count((False, 1)) == 1
+    # once no candidate of KEY is in flight, its entries make room as any other's
+    cache.get(other, ("reference_case", 2), case(other, 2), size=lambda v: 100)
+    assert cache.get(other, ("reference_case", 2), case(other, 2))[1] is True
+
+
 def test_budget_from_environment(monkeypatch):
     monkeypatch.setenv("MUSACODER_TASK_CACHE_GB", "0.5")
     assert budget_from_env() == 1 << 29

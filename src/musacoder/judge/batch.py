@@ -32,9 +32,9 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
                 verifier: Callable[..., Verdict] | None = None, leaders_ahead: bool = True) \
         -> Iterator[tuple[VerifyJob, Verdict]]:
     """Verify jobs with at most `workers` in flight; yields (job, verdict) in completion order. The jobs of one task
-    run next to each other (on a GPU host the tasks with the largest device footprint first, else in the order given;
-    each task's first job starts ahead, `by_task`, unless `leaders_ahead` is off), and share one per-task cache for
-    this batch
+    run next to each other, tasks in the order given (each task's first job starts ahead, `by_task`, unless
+    `leaders_ahead` is off; the largest tasks first measured slower on the GPU, docs/benchmarks.md), and share one
+    per-task cache for this batch
     (`musacoder.judge.task_cache`): the task's reference work is done once, with secrets drawn for this batch."""
     from functools import partial
 
@@ -43,7 +43,7 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
 
     fn = verifier or partial(verify, cache=TaskCache())
     cfg = config or VerifyConfig()
-    jobs = by_task(jobs, workers if leaders_ahead else 1, size=device_bytes if _gpu_host() else None)
+    jobs = by_task(jobs, workers if leaders_ahead else 1)
 
     def one(job: VerifyJob) -> Verdict:
         try:
@@ -64,10 +64,10 @@ def by_task(jobs: Iterable[VerifyJob], workers: int = 1,
     `size` (a job's device bytes), the largest first, and the first job of each task moved `leads_ahead(workers, …)`
     tasks ahead of the rest of its task: it pays the task's first-time work (its build, shared by the task's
     identical sources, the reading of its library, the task's reference cases) while the tasks before it run, so the
-    rest of its task finds that work done instead of waiting for it together. Largest first: a task whose
-    verifications run one at a time for memory (a full-size convolution's) starts its chain while the small ones
-    run beside it, rather than after them with the memory beside it idle (`benchmarks/admission_sim.py --order`).
-    The order is all this changes; every job is run once."""
+    rest of its task finds that work done instead of waiting for it together. Largest first is what
+    `benchmarks/admission_sim.py --order largest` models; batches do not use it: on the GPU's 16 x 8 load the large
+    tasks' waiting jobs then held most of the pool while the small tasks that could run waited for a place in it
+    (docs/benchmarks.md, run 7). The order is all this changes; every job is run once."""
     grouped: dict[tuple, list[VerifyJob]] = {}
     for job in jobs:
         grouped.setdefault((job.task.key, job.task.source, tuple(sorted(job.overrides.items()))), []).append(job)
@@ -86,7 +86,7 @@ def by_task(jobs: Iterable[VerifyJob], workers: int = 1,
 
 
 def device_bytes(job: VerifyJob) -> int:
-    """What orders a batch's tasks on a GPU host: the bytes of a job's inputs and weights (its task with its size
+    """What orders tasks largest first (`by_task`'s `size`, in the admission model): the bytes of a job's inputs and weights (its task with its size
     overrides, made on the meta device without running its forward, which for a recurrent task takes tens of seconds
     there: the whole footprint, `slots.footprint`, grows with them); 0 where they cannot be made."""
     from musacoder.judge.slots import meta_bytes
@@ -99,12 +99,6 @@ def device_bytes(job: VerifyJob) -> int:
     except Exception:  # noqa: BLE001 - a task that does not load is the verification's to report
         return 0
     return inputs + weights
-
-
-def _gpu_host() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def leads_ahead(workers: int, sizes: list[int]) -> int:

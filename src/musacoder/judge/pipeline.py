@@ -51,7 +51,6 @@ from musacoder.tasks import load_module, load_task
 
 def run(ctx: RunContext) -> Verdict:
     """The stages of one verification, with the retries the verifier owes the candidate (module docstring)."""
-    v = ctx.verdict
     try:
         with ctx.stage("static"):
             ctx.static = extract_and_check(ctx)
@@ -59,6 +58,13 @@ def run(ctx: RunContext) -> Verdict:
         return finish(ctx, stop.status)
     with ctx.stage("task_key"):  # the first verification of a process starts its CUDA state here
         ctx.share_with_task()
+    with ctx.task_in_use():  # the task's kept reference cases stay kept while it is verified
+        return _stages(ctx)
+
+
+def _stages(ctx: RunContext) -> Verdict:
+    """The stages from the reference's load on, with the retries (`run`)."""
+    v = ctx.verdict
     with ctx.stage("reference_load"):
         ctx.module = load_module(ctx.task)  # the trusted reference
     snapshot, start_failures = v.model_copy(deep=True), 0

@@ -21,6 +21,7 @@ which the verdict reports (`reference_reused`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -105,6 +106,7 @@ class TaskCache:
         self._entries: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
         self._pending: dict[tuple, _Pending] = {}
         self._bytes = 0
+        self._in_use: dict[TaskKey, int] = {}  # verifications in flight per task (`in_use`)
         self.generation = 0
         self.hits = 0
         self.misses = 0
@@ -127,6 +129,23 @@ class TaskCache:
             self._bytes = 0
             self.generation += 1
             self._rotated_at = time.monotonic()
+
+    @contextlib.contextmanager
+    def in_use(self, key: TaskKey):
+        """While the block runs (one verification of the task), `key`'s entries are not evicted to make room for
+        another task's: a new entry that only an in-flight task's entries could make room for is handed back, not
+        kept. Without it, two large tasks verified at once (two full-size convolutions whose cases fill the budget
+        together) evicted each other's entries, each just before that task's next candidate asked for it, and every
+        candidate of both recomputed all its float64 references (docs/benchmarks.md)."""
+        with self._lock:
+            self._in_use[key] = self._in_use.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_use[key] -= 1
+                if not self._in_use[key]:
+                    del self._in_use[key]
 
     def get(self, key: TaskKey, name: Hashable, compute: Callable[[], Any],
             size: Callable[[Any], int] = lambda _v: 0) -> tuple[Any, bool]:
@@ -202,8 +221,9 @@ class TaskCache:
         return value
 
     def _keep(self, full: tuple, value: Any, nbytes: int) -> None:
-        """Keep an entry within the budget: other tasks' entries go first, least recently used first; a task's own
-        entries are never evicted for another of its entries, which is then not kept. Every candidate of a task asks
+        """Keep an entry within the budget: other tasks' entries go first, least recently used first, but never those
+        of a task with verifications in flight (`in_use`); a task's own entries are never evicted for another of its
+        entries, which is then not kept. Every candidate of a task asks
         for its entries in the same order, round after round (its trials), and a least-recently-used cache smaller
         than that set evicts each entry just before it is asked for again: every candidate then recomputed all seven
         float64 convolutions of a task whose seven cases are 42 GB (docs/benchmarks.md). Kept this way, the first
@@ -211,7 +231,8 @@ class TaskCache:
         with self._lock:
             if full[1] != self.generation or nbytes > self.budget_bytes:
                 return  # rotated meanwhile, or too large to keep: handed back once, never kept
-            others = [k for k in self._entries if k[0] != full[0]]  # least recently used first
+            # least recently used first; a task verified now keeps its entries
+            others = [k for k in self._entries if k[0] != full[0] and k[0] not in self._in_use]
             need = self._bytes + nbytes - self.budget_bytes
             if need > sum(self._entries[k][1] for k in others):
                 return  # only its own task's entries could make room: not kept

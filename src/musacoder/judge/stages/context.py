@@ -161,6 +161,12 @@ class RunContext:
         self.master_seed = self.cache.master_seed(self.task_key())
         self.rng = random.Random(self.master_seed ^ 0xA5A5)
 
+    def task_in_use(self):
+        """A block during which the task's cache entries stay kept for its later candidates (`TaskCache.in_use`)."""
+        if self.cache is None:
+            return contextlib.nullcontext()
+        return self.cache.in_use(self.task_key())
+
     def task_key(self) -> TaskKey:
         """Everything that can change the task's reference figures (`TaskKey`): its source with the sizes, the
         backend and device model, the torch and CUDA versions and the verification config (less the fields that only
