@@ -30,18 +30,18 @@
 #   8 times with the per-task cache on and off, 16 tasks x 8 candidates, and KernelBench's harness side by side)
 #   STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 SMI_MS=500 (RL_TAG names the files): the 16 x 8 load cold and warm,
 #   the GPU's used memory and each process's sampled beside it (benchmarks/smi_summary.py)
-#   What is still owed after the H100 runs of 2026-12-06 and -07 (docs/benchmarks.md, run 6 ran the whole cold
-#   round): the 16 x 8 load again with the largest tasks first and overtaking where it cannot delay a waiter
-#   (predicted +13 % in the admission model over run 6's 16.4 a minute), and its warm second round on its own
-#   (STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 SMI_MS=500 T_RL8=560, then again after the first call has filled
-#   MUSACODER_CACHE_DIR's build cache, the machine kept warm);
-#   STEPS=convcache (the convolution's seven float64 cases, 42 GiB, in a task cache of 48 GiB beside today's 32:
-#   predicted, its later candidates' correctness.reference from 11 s to 1-3 s; the host memory used, sampled), then
-#   STEPS="golden"
-#   GOLD_ONLY='level1/19_*' T_GOLD=130 (the 6.4 GB ReLU's stages, and 8 copies of it: the issue's 15 a minute), then
+#   What is still owed after the H100 runs of 2026-12-06 and -07 (docs/benchmarks.md: run 7 measured the largest tasks
+#   first, slower, and the side-by-side run its cold phase): the 16 x 8 load in the order given with a task's cache
+#   entries kept while it is in flight (TaskCache.in_use) and the float64 references kept as float32 differences
+#   (predicted: 4_Conv2d_Mish_Mish's later candidates reuse all seven cases, correctness.reference 11 s -> 1-3 s, and
+#   the round back to run 6's 16.4 a minute or better), and its warm second round on its own
+#   (STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 SMI_MS=500 T_RL8=560, then again with MUSACODER_CACHE_DIR's build
+#   cache filled, the machine kept warm); the side by side warm phase alone after a cold one on the same machine
+#   (STEPS=anchor ANC_ONLY='level2/*' ANC_LIMIT=16 ANC_WORKERS=16 ANC_PHASES=cold ANC_WORK=.anc, then the same with
+#   ANC_PHASES=warm on the machine kept warm: the two phases of 16 take about 480 + 230 s, more than one call); STEPS="golden" GOLD_ONLY='level1/19_*' T_GOLD=130 and
+#   STEPS=same8 SAME8_TASKS=level1/19_ReLU SAME8_SHARE=true (the 6.4 GB ReLU, 8 copies: the issue's 15 a minute);
 #   STEPS="faults corpus" FAULT_MB=64 CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (a crash, a hang and an OOM
-#   among goldens; the hoarding rule on the GPU and the CPU-backend candidates at full size), then STEPS=anchor with
-#   ANC_LIMIT=16 (KernelBench's harness side by side, cold and warm)
+#   among goldens, the hoarding rule on the GPU and the CPU-backend candidates at full size)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
@@ -213,7 +213,7 @@ if has anchor; then  # KernelBench's builds in parallel (as its scripts do; ANC_
   # its eval_kernel_against_ref one process per candidate, then musacoder, full sizes
   timeout ${T_ANC:-570} python3 benchmarks/anchor.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
     --limit ${ANC_LIMIT:-4} --only "${ANC_ONLY:-*}" --workers ${ANC_WORKERS:-14} --phases ${ANC_PHASES:-cold,warm} \
-    --kb-compile-workers ${ANC_KBC:-16} \
+    --kb-compile-workers ${ANC_KBC:-16} ${ANC_WORK:+--work $ANC_WORK} \
     --timeout ${ANC_TIMEOUT:-240} --json "$OUT/anchor.json" > "$OUT/anchor.log" 2>&1
   tail -10 "$OUT/anchor.log"
 fi
