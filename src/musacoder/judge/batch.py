@@ -44,6 +44,8 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
     fn = verifier or partial(verify, cache=TaskCache())
     cfg = config or VerifyConfig()
     jobs = by_task(jobs, workers if leaders_ahead else 1)
+    if verifier is None:  # verified here: the fork servers' imports run while the first verifications begin
+        _start_servers(jobs, cfg)
 
     def one(job: VerifyJob) -> Verdict:
         try:
@@ -56,6 +58,17 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
 
     with prestarted_workers(max(1, workers)):
         yield from bounded(one, jobs, workers)
+
+
+def _start_servers(jobs: list[VerifyJob], cfg: VerifyConfig) -> None:
+    """Start the fork servers of the batch's backends (each job's, or what its text shows, as the verification will
+    decide it) without waiting for them (`stages.rpc.start_servers_early`)."""
+    from musacoder.candidates import extract_code
+    from musacoder.judge.stages.rpc import start_servers_early
+    from musacoder.records import BACKENDS
+
+    backends = {job.backend or extract_code(job.candidate).backend or "cpu" for job in jobs}
+    start_servers_early(cfg, backends & set(BACKENDS))
 
 
 def by_task(jobs: Iterable[VerifyJob], workers: int = 1,

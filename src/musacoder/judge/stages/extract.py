@@ -45,9 +45,12 @@ def extract_and_check(ctx: RunContext) -> StaticReport:
 
 
 def _device(ctx: RunContext) -> str:
+    return device_pool(ctx.backend, ctx.cfg)
+
+
+def device_pool(backend: str, cfg) -> str:
     """The configured device, else the backend's: `cuda` for CUDA (and Triton where a GPU is visible), the MUSA
     device (or what the shim stands in with) for MUSA, the CPU otherwise."""
-    cfg, backend = ctx.cfg, ctx.backend
     if cfg.device:
         return cfg.device
     if backend == "musa":

@@ -44,17 +44,41 @@ def reference_worker(ctx: RunContext) -> Sandbox:
     return _worker(ctx, ctx.device, use_prestarted=True)
 
 
-def _worker(ctx: RunContext, device: str, use_prestarted: bool) -> Sandbox:
+def worker_env(backend: str, device: str) -> dict[str, str]:
+    """The extra environment of a `backend` worker on `device`: the toolchain variables the backend needs, and on a
+    concrete GPU the device whose CUDA context a worker started ahead makes while it waits."""
     from musacoder.build.cache import toolchain_env
 
-    cfg, backend = ctx.cfg, ctx.backend
     env = toolchain_env(device) if backend == "cuda" or (backend == "musa" and device.startswith("cuda")) else {}
     if backend == "triton" and device == "cpu":
         env["TRITON_INTERPRET"] = "1"
     if device.startswith("cuda") and ":" in device:
-        env["MUSACODER_PREWARM_DEVICE"] = device  # a worker started ahead makes its CUDA context while it waits
-    return Sandbox(cfg.cache_dir, env=env, keep_workdir=cfg.keep_workdir, memory_limit_gb=cfg.memory_limit_gb,
-                   isolate_network=cfg.isolate_network, use_prestarted=use_prestarted)
+        env["MUSACODER_PREWARM_DEVICE"] = device
+    return env
+
+
+def start_servers_early(cfg, backends: set[str]) -> None:
+    """Start, without waiting, the fork servers the workers of these backends will fork from (`sandbox.
+    start_fork_server`), so that their imports (Python, torch, the harness) run while a batch's first verifications do
+    their static checks, the trusted side's CUDA start and the footprints; the sandbox waits only for what is left.
+    A server nobody asks for costs its start and is closed at exit; the verdicts are the same."""
+    from musacoder.judge.sandbox import start_fork_server
+    from musacoder.judge.stages.extract import device_pool
+
+    for backend in sorted(backends):
+        pool = device_pool(backend, cfg)
+        device = f"{pool}:0" if pool == "cuda" else pool  # the server's part of the environment is the same per GPU
+        try:
+            start_fork_server(cfg.cache_dir, worker_env(backend, device), cfg.isolate_network)
+        except OSError:  # the sandbox starts it (and reports a failure) when it asks for it
+            pass
+
+
+def _worker(ctx: RunContext, device: str, use_prestarted: bool) -> Sandbox:
+    cfg = ctx.cfg
+    return Sandbox(cfg.cache_dir, env=worker_env(ctx.backend, device), keep_workdir=cfg.keep_workdir,
+                   memory_limit_gb=cfg.memory_limit_gb, isolate_network=cfg.isolate_network,
+                   use_prestarted=use_prestarted)
 
 
 def reap_within(ctx: RunContext, sb: Sandbox) -> None:
