@@ -14,6 +14,12 @@ side learned from the task's earlier verifications) or `WORKER_FIXED,TRUSTED_FIX
 factors: the static estimator, nothing traced or learned). Only the schedule is real here: the run times are a model,
 so the figures are predictions to set beside a GPU run (`benchmarks/rl_load.py`), not measurements. What bounds such
 a batch is the sum over its verifications of footprint × admitted time against the GPU's usable memory.
+
+With `--times ROWS` (an `rl_load.py` run's `.rows.jsonl`, its first round) each job replays the seconds one of the
+task's measured verifications spent before admission (static checks, footprint, worker start, build, binary rule:
+the pool place held, no memory) and after it (`wall_s` less those and the admission wait), the task's slowest start
+given to its first job; and the jobs run in the order a batch gives them (`batch.by_task`, each task's first job
+started ahead). That replays a measured load under another order or rule, rather than the 6 s + 4 s/GiB model.
 """
 
 from __future__ import annotations
@@ -50,11 +56,49 @@ def load_footprints(kb: Path, cands: Path, only: list[str], n_tasks: int) -> lis
     return out
 
 
+# the stages a verification passes before it asks for device memory (`pipeline._attempt`): what `--times` replays
+# outside admission
+BEFORE_ADMISSION = ("static", "task_key", "reference_load", "footprint", "worker_start", "ipc_probe", "build",
+                    "build_wait", "binary_legality", "load")
+
+
+def measured_times(rows_path: Path) -> dict[str, list[tuple[float, float]]]:
+    """Per task id: (seconds before admission, seconds admitted) of each verification of the run's first round, the
+    largest start first (the task's first job pays its build and reference work)."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for line in rows_path.read_text().splitlines():
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        if r.get("round", 1) != 1 or r.get("wall_s") is None:
+            continue
+        st = r.get("stage_s") or {}
+        before = sum(float(st.get(k, 0.0)) for k in BEFORE_ADMISSION)
+        admitted = max(0.0, float(r["wall_s"]) - before - float(st.get("admission_wait", 0.0)))
+        out.setdefault(r["id"].split("#")[0], []).append((before, admitted))
+    for times in out.values():
+        times.sort(key=lambda t: -t[0])
+    return out
+
+
+def batch_order(tasks: list[tuple[str, object]], copies: int, workers: int) -> list[tuple[str, object, int]]:
+    """(task id, footprint, copy) in the order `batch.by_task` runs a batch of `copies` jobs per task."""
+    from types import SimpleNamespace
+
+    from musacoder.judge.batch import by_task
+
+    jobs = [SimpleNamespace(task=SimpleNamespace(key=tid, source=tid), overrides={}, item=(tid, fp, k))
+            for tid, fp in tasks for k in range(copies)]
+    return [j.item for j in by_task(jobs, workers)]
+
+
 def simulate(tasks: list[tuple[str, object]], copies: int, workers: int, gpu_gib: float, start_s: float,
              run_s: float, per_gib_s: float, scale: float, overtake_s: float,
-             peaks: dict[str, float] | None = None) -> dict:
+             peaks: dict[str, float] | None = None,
+             times: dict[str, list[tuple[float, float]]] | None = None) -> dict:
     """`peaks`: the worker allocator peak (GiB) each task's verifications report; once one of a task has ended, its
-    later ones reserve the learned worker side (`slots.worker_need`), as the verifier does."""
+    later ones reserve the learned worker side (`slots.worker_need`), as the verifier does. `times`: the measured
+    seconds to replay per task (`measured_times`), in the batch's own order."""
     from musacoder.judge.batch import bounded
     from musacoder.judge.slots import GiB, DeviceSlots, worker_need
 
@@ -65,22 +109,30 @@ def simulate(tasks: list[tuple[str, object]], copies: int, workers: int, gpu_gib
     waits: list[float] = []
     lock = threading.Lock()
 
+    def seconds(tid: str, fp, k: int) -> tuple[float, float]:
+        if times is not None:
+            measured = times[tid]
+            return measured[k % len(measured)]
+        return start_s, run_s + per_gib_s * (fp.inputs + fp.outputs) / GiB
+
     def job(item):
-        tid, fp = item
+        tid, fp, k = item
+        before, admitted = seconds(tid, fp, k)
         with slots.pin("cuda", fp.total) as dev:
-            time.sleep(start_s * scale)
+            time.sleep(before * scale)
             t0 = time.monotonic()
             # asked again on each wake, as the verifier's admission does (`DeviceLease.admit`)
             with slots.reserve(dev, lambda: fp.trusted + worker_need(fp, learned.get(tid))):
                 with lock:
                     waits.append((time.monotonic() - t0) / scale)
-                time.sleep((run_s + per_gib_s * (fp.inputs + fp.outputs) / GiB) * scale)
+                time.sleep(admitted * scale)
         if peaks and (peak := _peak_of(tid, peaks)) is not None:
             with lock:
                 learned[tid] = max(learned.get(tid, 0), int(peak * GiB))
         return tid
 
-    jobs = [t for t in tasks for _ in range(copies)]
+    jobs = batch_order(tasks, copies, workers) if times is not None else \
+        [(tid, fp, k) for tid, fp in tasks for k in range(copies)]
     t0 = time.monotonic()
     done = [tid for tid, _ in bounded(job, jobs, workers)]
     seconds = (time.monotonic() - t0) / scale
@@ -118,6 +170,9 @@ def main() -> None:
     ap.add_argument("--run-s", type=float, default=6.0, help="modelled admitted time of a light task")
     ap.add_argument("--per-gib-s", type=float, default=4.0, help="modelled admitted seconds per GiB of inputs+outputs")
     ap.add_argument("--overtake-s", type=float, default=None, help="DeviceSlots.overtake_s (default slots.OVERTAKE_S)")
+    ap.add_argument("--times", type=Path, default=None, metavar="ROWS",
+                    help="replay each task's measured seconds before and after admission from an rl_load.py run's "
+                         ".rows.jsonl (first round), jobs in the batch's own order")
     ap.add_argument("--scale", type=float, default=0.02, help="wall seconds per modelled second")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
@@ -139,6 +194,15 @@ def main() -> None:
             ap.error(f"--estimate {e!r}: four numbers, got {len(estimates[-1])}")
     if args.order == "largest":  # by inputs and weights (`batch.device_bytes`)
         tasks.sort(key=lambda t: -(t[1].inputs + t[1].weights))
+    times = None
+    if args.times is not None:
+        if not args.times.is_file():
+            ap.error(f"--times {args.times}: no such file (an rl_load.py run's .rows.jsonl)")
+        times = measured_times(args.times)
+        missing = [tid for tid, _ in tasks if tid not in times]
+        if missing:
+            ap.error(f"--times {args.times} has no verification of {', '.join(missing[:3])}: run it on the same "
+                     "tasks (--only, --tasks)")
     peaks = {}
     for item in args.peak:
         glob, _, gib = item.partition("=")
@@ -159,7 +223,8 @@ def main() -> None:
         today = spec == "now"  # the verifier's estimator; four numbers: the static one (no tracing, no learning)
         rows = tasks if today else [(tid, dataclasses.replace(fp, transient=None)) for tid, fp in tasks]
         r = simulate(rows, args.copies, args.workers, args.gpu_gib, args.start_s, args.run_s, args.per_gib_s,
-                     args.scale, OVERTAKE_S if args.overtake_s is None else args.overtake_s, peaks if today else None)
+                     args.scale, OVERTAKE_S if args.overtake_s is None else args.overtake_s, peaks if today else None,
+                     times)
         sizes = [fp.total / GiB for _, fp in rows]
         r.update(estimate=spec, footprint_gib=[round(min(sizes), 1), round(max(sizes), 1)])
         results.append(r)

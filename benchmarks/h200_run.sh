@@ -31,10 +31,11 @@
 #   STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 SMI_MS=500 (RL_TAG names the files): the 16 x 8 load cold and warm,
 #   the GPU's used memory and each process's sampled beside it (benchmarks/smi_summary.py)
 #   What is still owed after the H100 runs of 2026-12-06 and -07 (docs/benchmarks.md: run 7 measured the largest tasks
-#   first, slower, and the side-by-side run its cold phase): the 16 x 8 load in the order given with a task's cache
-#   entries kept while it is in flight (TaskCache.in_use) and the float64 references kept as float32 differences
-#   (predicted: 4_Conv2d_Mish_Mish's later candidates reuse all seven cases, correctness.reference 11 s -> 1-3 s, and
-#   the round back to run 6's 16.4 a minute or better), and its warm second round on its own
+#   first, slower, and the side-by-side run its cold phase): the 16 x 8 load in both orders on one machine
+#   (RL_SCHEDULE=ahead, then RL_SCHEDULE=largest, RL_TAG naming each) with a task's cache entries kept while it is in
+#   flight (TaskCache.in_use) and the float64 references kept as float32 differences (predicted: 4_Conv2d_Mish_Mish's
+#   later candidates reuse all seven cases, correctness.reference 11 s -> 1-3 s; the round at run 6's 16.4 a minute
+#   or better, largest first ahead of the given order as the replay says), and its warm second round on its own
 #   (STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 SMI_MS=500 T_RL8=560, then again with MUSACODER_CACHE_DIR's build
 #   cache filled, the machine kept warm); the side by side warm phase alone after a cold one on the same machine
 #   (STEPS=anchor ANC_ONLY='level2/*' ANC_LIMIT=16 ANC_WORKERS=16 ANC_PHASES=cold ANC_WORK=.anc, then the same with

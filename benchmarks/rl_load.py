@@ -79,9 +79,10 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=None, help="build cache (default: MUSACODER_CACHE_DIR)")
     ap.add_argument("--verify", action="append", default=[], metavar="FIELD=VALUE", help="VerifyConfig fields")
     ap.add_argument("--rounds", type=int, default=1, help="verify the same batch this many times in one process")
-    ap.add_argument("--schedule", choices=("ahead", "grouped"), default="ahead",
-                    help="each task's first job started ahead of the tasks before it (verify_many's default), or "
-                         "every task's jobs strictly one task after another")
+    ap.add_argument("--schedule", choices=("ahead", "grouped", "largest"), default="ahead",
+                    help="each task's first job started ahead of the tasks before it (verify_many's default), "
+                         "every task's jobs strictly one task after another, or ahead with the tasks of the most "
+                         "inputs and weights first (largest_first)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 
@@ -138,7 +139,8 @@ def run_round(jobs: list, args, cfg, rnd: int = 1) -> tuple[dict, list[dict]]:
 
     t0, rows = time.monotonic(), []
     sink = args.json.with_suffix(".rows.jsonl") if args.json else None  # every verdict as it comes: a cut run keeps it
-    for job, v in verify_many(jobs, workers=args.workers, config=cfg, leaders_ahead=args.schedule == "ahead"):
+    for job, v in verify_many(jobs, workers=args.workers, config=cfg, leaders_ahead=args.schedule != "grouped",
+                              largest_first=args.schedule == "largest"):
         excl = sum(v.stage_s.get(s, 0.0) for s in EXCLUSIVE_STAGES)
         # the wall no stage timed (dotted names, `worker.*`, `binary.*`, `correctness.*`, are parts of stages)
         untimed = v.wall_s - sum(x for k, x in v.stage_s.items() if "." not in k)

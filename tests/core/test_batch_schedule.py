@@ -85,3 +85,30 @@ def test_a_jobs_device_bytes_come_from_its_task_with_its_overrides():
     assert device_bytes(VerifyJob("b", relu, "code", overrides={"batch_size": 640})) == 10 * small
     broken = Task(name="broken", source="raise RuntimeError('no')\n")
     assert device_bytes(VerifyJob("c", broken, "code")) == 0
+
+
+def test_a_batch_keeps_the_order_given_unless_asked_for_the_largest_first():
+    """`verify_many` runs tasks in the order given by default (largest first measured slower on the GPU,
+    docs/benchmarks.md run 7) and the largest first only when asked (`largest_first`)."""
+    from pathlib import Path
+
+    from musacoder.judge.batch import verify_many
+    from musacoder.records import Verdict
+    from musacoder.tasks import load_task
+
+    relu = load_task(Path(__file__).resolve().parents[2] / "examples" / "tasks" / "relu.py")
+    big = relu.model_copy(update={"name": "big", "source": relu.source.replace("batch_size = 64", "batch_size = 640")})
+    jobs = [VerifyJob("small", relu, "code"), VerifyJob("big", big, "code")]
+
+    def run(**kw) -> list[str]:
+        seen = []
+
+        def fake(task, candidate, **_):
+            seen.append(task.name)
+            return Verdict(status="ok", task=task.key)
+
+        list(verify_many(jobs, workers=1, verifier=fake, **kw))
+        return seen
+
+    assert run() == [relu.name, "big"]
+    assert run(largest_first=True) == ["big", relu.name]

@@ -29,12 +29,13 @@ class VerifyJob:
 
 
 def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyConfig | None = None,
-                verifier: Callable[..., Verdict] | None = None, leaders_ahead: bool = True) \
-        -> Iterator[tuple[VerifyJob, Verdict]]:
+                verifier: Callable[..., Verdict] | None = None, leaders_ahead: bool = True,
+                largest_first: bool = False) -> Iterator[tuple[VerifyJob, Verdict]]:
     """Verify jobs with at most `workers` in flight; yields (job, verdict) in completion order. The jobs of one task
-    run next to each other, tasks in the order given (each task's first job starts ahead, `by_task`, unless
-    `leaders_ahead` is off; the largest tasks first measured slower on the GPU, docs/benchmarks.md), and share one
-    per-task cache for this batch
+    run next to each other, tasks in the order given or, with `largest_first`, the most bytes of inputs and weights
+    first (each task's first job starts ahead, `by_task`, unless `leaders_ahead` is off; largest first is not the
+    default: on the GPU it measured slower, though a replay of that run's own times favours it, docs/benchmarks.md
+    run 7), and share one per-task cache for this batch
     (`musacoder.judge.task_cache`): the task's reference work is done once, with secrets drawn for this batch."""
     from functools import partial
 
@@ -43,7 +44,7 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
 
     fn = verifier or partial(verify, cache=TaskCache())
     cfg = config or VerifyConfig()
-    jobs = by_task(jobs, workers if leaders_ahead else 1)
+    jobs = by_task(jobs, workers if leaders_ahead else 1, size=device_bytes if largest_first else None)
     if verifier is None:  # verified here: the fork servers' imports run while the first verifications begin
         _start_servers(jobs, cfg)
 
@@ -77,10 +78,9 @@ def by_task(jobs: Iterable[VerifyJob], workers: int = 1,
     `size` (a job's device bytes), the largest first, and the first job of each task moved `leads_ahead(workers, …)`
     tasks ahead of the rest of its task: it pays the task's first-time work (its build, shared by the task's
     identical sources, the reading of its library, the task's reference cases) while the tasks before it run, so the
-    rest of its task finds that work done instead of waiting for it together. Largest first is what
-    `benchmarks/admission_sim.py --order largest` models; batches do not use it: on the GPU's 16 x 8 load the large
-    tasks' waiting jobs then held most of the pool while the small tasks that could run waited for a place in it
-    (docs/benchmarks.md, run 7). The order is all this changes; every job is run once."""
+    rest of its task finds that work done instead of waiting for it together. Largest first (`verify_many`'s
+    `largest_first`): a task whose verifications run one at a time for memory starts its chain while small ones run
+    beside it. The order is all this changes; every job is run once."""
     grouped: dict[tuple, list[VerifyJob]] = {}
     for job in jobs:
         grouped.setdefault((job.task.key, job.task.source, tuple(sorted(job.overrides.items()))), []).append(job)
@@ -99,7 +99,7 @@ def by_task(jobs: Iterable[VerifyJob], workers: int = 1,
 
 
 def device_bytes(job: VerifyJob) -> int:
-    """What orders tasks largest first (`by_task`'s `size`, in the admission model): the bytes of a job's inputs and weights (its task with its size
+    """What orders tasks largest first (`by_task`'s `size`): the bytes of a job's inputs and weights (its task with its size
     overrides, made on the meta device without running its forward, which for a recurrent task takes tens of seconds
     there: the whole footprint, `slots.footprint`, grows with them); 0 where they cannot be made."""
     from musacoder.judge.slots import meta_bytes
