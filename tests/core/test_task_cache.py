@@ -201,3 +201,23 @@ def test_peek_never_computes_and_waits_only_when_asked():
     with pytest.raises(RuntimeError):
         cache.get(KEY, "broken", fail)
     assert cache.peek(KEY, "broken", wait=True) is None
+
+
+def test_a_verification_keeps_its_task_in_use_while_its_stages_run(monkeypatch):
+    """The pipeline marks the task in use from the reference's load to the verdict (`TaskCache.in_use`), and not after:
+    its kept cases then make room like any other task's."""
+    from musacoder.judge import pipeline
+    from musacoder.records import Verdict
+
+    cache, seen = TaskCache(), []
+
+    def stages(ctx):
+        seen.append(dict(cache._in_use))
+        return Verdict(status="ok", task=ctx.task.key)
+
+    monkeypatch.setattr(pipeline, "_stages", stages)
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    v = pipeline.verify(root / "examples" / "tasks" / "relu.py", root / "examples" / "candidates" / "relu_cpu.py",
+                        cache=cache)
+    assert v.status == "ok" and len(seen) == 1 and list(seen[0].values()) == [1]
+    assert cache._in_use == {}
