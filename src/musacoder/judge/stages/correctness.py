@@ -36,8 +36,7 @@ def run_trials(ctx: RunContext) -> Correctness:
     """The main trials (`cfg.trials` plus the structured ones) with the device shared; fills the verdict's trials,
     pass fraction and correctness. Runtime legality is judged next, before an incorrect verdict is given."""
     v = ctx.verdict
-    with ctx.stage("correctness", "shared"):
-        got = trials(ctx, ctx.sandbox, ctx.module, trial_plan(ctx), 0)
+    got = trials(ctx, ctx.sandbox, ctx.module, trial_plan(ctx), 0)  # the device held shared trial by trial
     v.trials = got.trials
     passed = sum(t.passed for t in got.trials)
     v.pass_fraction = passed / len(got.trials)
@@ -68,53 +67,86 @@ def trial_plan(ctx: RunContext) -> list[str | None]:
 
 def trials(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: int) -> Correctness:
     """Reference weights and one profiled trial per entry of `plan` in `sb` (`label` 0: the main trials, which also
-    set the memory budget and the timing's output spec; k: the k-th extra shape)."""
-    v, cfg, device = ctx.verdict, ctx.cfg, ctx.device
+    set the memory budget and the timing's output spec; k: the k-th extra shape). The device is held shared
+    (stage `correctness`, its waits `correctness_wait`) as `per_trial_holds` says."""
+    def hold():
+        return ctx.stage("correctness", "shared")
+
+    if per_trial_holds(ctx.device):
+        return _trials_held(ctx, sb, module, plan, label, hold)
+    with hold():
+        return _trials_held(ctx, sb, module, plan, label, contextlib.nullcontext)
+
+
+def per_trial_holds(device: str) -> bool:
+    """Whether correctness holds its device for each part on its own (the models' making, then each trial) rather
+    than for the whole stage. On a GPU it does: a timing that waits for the device then waits for one trial, not a
+    whole stage of seven (a full-size convolution's, with its float64 references, is 10-13 s: GEMM verifications
+    beside it waited 10-14 s to be timed, holding their memory, docs/benchmarks.md). On the CPU backend the host's
+    cores are the device, and a worker's own work right after a trial's reply would run beside another verification's
+    timing: on 2 cores, held trial by trial, the same-8 speedup spread went from 7.4 % to 10.0 % (medians of 14
+    rounds each, alternated), above the 15 % bar in 2 rounds of 14 against none, so the whole stage holds it there."""
+    return device != "cpu"
+
+
+def _trials_held(ctx: RunContext, sb: Sandbox, module, plan: list[str | None], label: int, part) -> Correctness:
+    """`trials`, each part (the models' making, then each trial) inside `part()`."""
+    cfg, device = ctx.cfg, ctx.device
     init_seed = seed_for(ctx.master_seed, 0, label)
-    with ctx.stage("correctness.weights"):
-        init_inputs, build, state = reference_model(ctx, module, init_seed, shared=label == 0)
-        if label == 0:
-            ctx.weights = ReferenceWeights(state, init_inputs, init_seed)
-    # the reference on the device and its precision yardsticks are made here while the worker makes its models
-    models = _in_background(lambda: _device_models(ctx, build), device)
-    try:
-        with ctx.stage("correctness.init"):
-            init = rpc.ask(ctx, InitRequest(init_inputs=init_inputs, state_dict=state, seed=init_seed, device=device,
-                                            release_memory=ctx.large), cfg.timeout_s, InitReply, "correctness", sb)
-    except BaseException:
-        wait([models])  # its device memory is given back with the attempt's; its own error, if any, is not this one
-        raise
-    with ctx.stage("correctness.weights"):  # what of it the worker's init did not hide
-        ref_model, ctx.precision_models = models.result()
+    with part():
+        with ctx.stage("correctness.weights"):
+            init_inputs, build, state = reference_model(ctx, module, init_seed, shared=label == 0)
+            if label == 0:
+                ctx.weights = ReferenceWeights(state, init_inputs, init_seed)
+        # the reference on the device and its precision yardsticks are made here while the worker makes its models
+        models = _in_background(lambda: _device_models(ctx, build), device)
+        try:
+            with ctx.stage("correctness.init"):
+                init = rpc.ask(ctx, InitRequest(init_inputs=init_inputs, state_dict=state, seed=init_seed,
+                                                device=device, release_memory=ctx.large),
+                               cfg.timeout_s, InitReply, "correctness", sb)
+        except BaseException:
+            wait([models])  # its device memory is given back with the attempt's; its own error, if any, is not this one
+            raise
+        with ctx.stage("correctness.weights"):  # what of it the worker's init did not hide
+            ref_model, ctx.precision_models = models.result()
     got = Correctness(ref_model, [], notes=list(init.notes))
     weight_bytes = nbytes(list(state.values()))
     for i, asked in enumerate(plan):
-        seed = seed_for(ctx.master_seed, 1 + label, i)
-        with ctx.stage("correctness.reference"):
-            perturb, ref_out, precision = shared_reference_case(ctx, module, ref_model, seed, asked, label)
-        if asked == "center" and label == 0:
-            ctx.center_ok = perturb == "center"
-        expect = output_spec(ref_out)
-        if i == 0 and label == 0:  # the task's own footprint: the memory budget and the call limits
-            ctx.task_bytes = weight_bytes + nbytes(ref_out) + _input_bytes(ctx, module, seed, ref_out)
-        with ctx.stage("correctness.calls"):
-            reply = rpc.ask(ctx, TrialRequest(seed=seed, perturb=perturb, profile=True, ipc=ctx.ipc, expect=expect,
-                                              dispatcher_check=i in (0, len(plan) - 1)),
-                            ctx.call_limit(first=i == 0), TrialReply, "correctness", sb)
-            outputs = rpc.received(ctx, reply.outputs, sb)
-        if i == 0 and label == 0:
-            ctx.expect = expect  # the timing rounds' outputs are held to it too (`output_problem`)
-            got.illegal += memory_violations_of(ctx, init.device_mem_peak)
-            v.flags += task_audit(ref_out)
-        add_harness_parts(ctx, reply.report)
-        got.illegal += call_violations(ctx, reply.report, i)
-        got.launches += reply.report.launches
-        kind = "shape" if label else (perturb or "task")
-        with ctx.stage("correctness.compare"):
-            got.trials.append(judge_trial(ctx, i, ref_out, outputs, reply.report, precision, kind))
-            del outputs, ref_out, precision
-            give_back_cached(ctx.device, ctx.large)
+        with part():
+            _trial(ctx, sb, module, got, i, asked, label, len(plan), weight_bytes, init.device_mem_peak)
     return got
+
+
+def _trial(ctx: RunContext, sb: Sandbox, module, got: Correctness, i: int, asked: str | None, label: int, n: int,
+           weight_bytes: int, init_peak) -> None:
+    """Trial `i` of `n` (`trials`): its reference case, the candidate's call, the comparison, added to `got`."""
+    v = ctx.verdict
+    seed = seed_for(ctx.master_seed, 1 + label, i)
+    with ctx.stage("correctness.reference"):
+        perturb, ref_out, precision = shared_reference_case(ctx, module, got.ref_model, seed, asked, label)
+    if asked == "center" and label == 0:
+        ctx.center_ok = perturb == "center"
+    expect = output_spec(ref_out)
+    if i == 0 and label == 0:  # the task's own footprint: the memory budget and the call limits
+        ctx.task_bytes = weight_bytes + nbytes(ref_out) + _input_bytes(ctx, module, seed, ref_out)
+    with ctx.stage("correctness.calls"):
+        reply = rpc.ask(ctx, TrialRequest(seed=seed, perturb=perturb, profile=True, ipc=ctx.ipc, expect=expect,
+                                          dispatcher_check=i in (0, n - 1)),
+                        ctx.call_limit(first=i == 0), TrialReply, "correctness", sb)
+        outputs = rpc.received(ctx, reply.outputs, sb)
+    if i == 0 and label == 0:
+        ctx.expect = expect  # the timing rounds' outputs are held to it too (`output_problem`)
+        got.illegal += memory_violations_of(ctx, init_peak)
+        v.flags += task_audit(ref_out)
+    add_harness_parts(ctx, reply.report)
+    got.illegal += call_violations(ctx, reply.report, i)
+    got.launches += reply.report.launches
+    kind = "shape" if label else (perturb or "task")
+    with ctx.stage("correctness.compare"):
+        got.trials.append(judge_trial(ctx, i, ref_out, outputs, reply.report, precision, kind))
+        del outputs, ref_out, precision
+        give_back_cached(ctx.device, ctx.large)
 
 
 def _in_background(fn, device: str) -> Future:
@@ -424,8 +456,7 @@ def extra_shapes(ctx: RunContext) -> None:
             main_ipc, ctx.ipc = ctx.ipc, False  # this worker was not probed: its outputs use the pipe
             try:
                 load_candidate(ctx, sb, task)
-                with ctx.stage("correctness", "shared"):
-                    got = trials(ctx, sb, module, [None, "center"], 100 * k)
+                got = trials(ctx, sb, module, [None, "center"], 100 * k)
             except Stop:
                 v.error = f"at extra shape {shape}: {v.error}"
                 raise
