@@ -34,8 +34,9 @@
 #   first, slower, and the side-by-side run its cold phase): the 16 x 8 load in both orders on one machine
 #   (RL_SCHEDULE=ahead, then RL_SCHEDULE=largest, RL_TAG naming each) with a task's cache entries kept while it is in
 #   flight (TaskCache.in_use) and the float64 references kept as float32 differences (predicted: 4_Conv2d_Mish_Mish's
-#   later candidates reuse all seven cases, correctness.reference 11 s -> 1-3 s; the round at run 6's 16.4 a minute
-#   or better, largest first ahead of the given order as the replay says), and its warm second round on its own
+#   later candidates reuse all seven cases, correctness.reference 11 s -> 1-3 s; with correctness held trial by trial
+#   the waits to be timed shorter (timing_wait p90 10 s -> about 3 s); the replay of run 6's times with both: 17.5-19.5
+#   a minute in the order given, 20.8-21.3 largest first), and its warm second round on its own
 #   (STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 SMI_MS=500 T_RL8=560, then again with MUSACODER_CACHE_DIR's build
 #   cache filled, the machine kept warm); the side by side warm phase alone after a cold one on the same machine
 #   (STEPS=anchor ANC_ONLY='level2/*' ANC_LIMIT=16 ANC_WORKERS=16 ANC_PHASES=cold ANC_WORK=.anc, then the same with
