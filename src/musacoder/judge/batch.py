@@ -99,9 +99,9 @@ def by_task(jobs: Iterable[VerifyJob], workers: int = 1,
 
 
 def device_bytes(job: VerifyJob) -> int:
-    """What orders tasks largest first (`by_task`'s `size`): the bytes of a job's inputs and weights (its task with its size
-    overrides, made on the meta device without running its forward, which for a recurrent task takes tens of seconds
-    there: the whole footprint, `slots.footprint`, grows with them); 0 where they cannot be made."""
+    """What orders tasks largest first (`by_task`'s `size`): the bytes of a job's inputs and weights (its task with
+    its size overrides, made on the meta device without running its forward, which for a recurrent task takes tens of
+    seconds there: the whole footprint, `slots.footprint`, grows with them); 0 where they cannot be made."""
     from musacoder.judge.slots import meta_bytes
     from musacoder.judge.stages.context import task_with_overrides
     from musacoder.tasks import load_module
