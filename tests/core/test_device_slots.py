@@ -219,7 +219,7 @@ def test_memory_reservations_never_overcommit_a_device_and_one_always_runs():
     for t in threads:
         t.join()
     assert len(ran) == 7 and peak[0] <= 10
-    assert slots._reserved["cuda:0"] == 0
+    assert slots.reserved("cuda:0") == 0
     most_holding, most_reserved = slots.peak["cuda:0"]
     assert most_reserved == 50 and 1 <= most_holding <= 3  # the big job ran alone; at most three 3-unit jobs at once
 
@@ -356,7 +356,7 @@ def test_pinned_verifications_build_while_a_large_one_holds_the_memory():
         t.join()
     runs = [e for e in events if not e.startswith("pinned")]
     assert runs in (["runs 0", "ends 0", "runs 1", "ends 1"], ["runs 1", "ends 1", "runs 0", "ends 0"])
-    assert slots._reserved["cuda:0"] == 0 and slots._assigned["cuda:0"] == 0
+    assert slots.reserved("cuda:0") == 0 and slots._assigned["cuda:0"] == 0
 
 
 def test_two_retries_alone_do_not_wait_for_each_other_forever():
@@ -389,7 +389,7 @@ def test_a_lease_holds_its_memory_until_its_workers_are_reaped():
     with lease("cuda", 8, slots=slots) as held:
         held.admit()
         held.end_after(gone)
-    assert slots._reserved["cuda:0"] == 8  # the block ended, the worker is not yet gone
+    assert slots.reserved("cuda:0") == 8  # the block ended, the worker is not yet gone
     admitted = threading.Event()
 
     def next_one():
@@ -403,10 +403,10 @@ def test_a_lease_holds_its_memory_until_its_workers_are_reaped():
     gone.set()
     assert admitted.wait(5)
     t.join()
-    assert slots._reserved["cuda:0"] == 0
+    assert slots.reserved("cuda:0") == 0
     with lease("cuda", 8, slots=slots) as held:  # nothing pending: ends with the block
         held.admit()
-    assert slots._reserved["cuda:0"] == 0
+    assert slots.reserved("cuda:0") == 0
 
 
 def test_try_reserve_takes_what_fits_now_and_never_waits():

@@ -110,7 +110,7 @@ def test_memory_reservation_is_held_until_the_worker_is_gone(monkeypatch, tmp_pa
 
     def spy(self, proc, cgroups):
         time.sleep(0.3)  # a slow teardown, after the verdict
-        seen.append(DEVICE_SLOTS._holding.get("cpu", 0))  # not gone yet: the reservation is still held
+        seen.append(DEVICE_SLOTS.holding("cpu"))  # not gone yet: the reservation is still held
         reap(self, proc, cgroups)
 
     monkeypatch.setattr(Sandbox, "_reap", spy)
@@ -119,12 +119,12 @@ def test_memory_reservation_is_held_until_the_worker_is_gone(monkeypatch, tmp_pa
     v = verify(task, RELU_CPU, backend="cpu", config=VerifyConfig(timeout_s=120, time_budget_s=0.2, repeats=3))
     assert v.status == "ok", v.error
     deadline = time.monotonic() + 20
-    while DEVICE_SLOTS._holding.get("cpu", 0) and time.monotonic() < deadline:
+    while DEVICE_SLOTS.holding("cpu") and time.monotonic() < deadline:
         time.sleep(0.05)
     # each worker was reaped while a reservation was still held (the verification's, and for the clean reference's
     # worker, started in the background, its own)
     assert seen and all(n >= 1 for n in seen)
-    assert DEVICE_SLOTS._holding.get("cpu", 0) == 0  # and the reservation ended once it was gone
+    assert DEVICE_SLOTS.holding("cpu") == 0  # and the reservation ended once it was gone
 
 
 def test_a_candidates_exception_is_formatted_without_failing_the_harness():

@@ -64,7 +64,7 @@ def test_a_lease_admits_with_the_need_known_at_admission():
     for t in threads:
         t.join()
     assert dev.peak["cuda:0"] == (2, 2 * learned)
-    assert dev._reserved["cuda:0"] == 0
+    assert dev.reserved("cuda:0") == 0
 
 
 def test_a_verification_records_its_workers_peak_for_its_task(monkeypatch):
@@ -104,4 +104,4 @@ def test_a_waiting_candidate_is_admitted_once_an_ending_one_has_taught_a_smaller
     assert admitted.wait(5)  # admitted beside the first, which still holds its reservation
     t.join()
     first.__exit__(None, None, None)
-    assert dev._reserved["cuda:0"] == 0
+    assert dev.reserved("cuda:0") == 0

@@ -57,7 +57,6 @@ class DeviceSlots:
 
     def __init__(self, cuda_count: int | None = None, max_shared: int = 8, memory: dict[str, int] | None = None):
         self._cv = threading.Condition()
-        self._reserved: dict[str, int] = {}  # device memory reserved by the verifications pinned to each device
         self._memory = dict(memory or {})  # usable bytes per device (tests); else 85 % of the GPU's total
         self._shared: dict[str, int] = {}
         self._exclusive: set[str] = set()
@@ -68,8 +67,8 @@ class DeviceSlots:
         self._cuda_count = cuda_count
         self.max_shared = max_shared
         self.trace: list[tuple[str, str, float, float]] | None = None  # set to [] to record (device, kind, start, end)
-        self._holding: dict[str, int] = {}  # verifications holding a reservation on each device
-        self._sizes: dict[str, list[int]] = {}  # the reservations held on each device, one entry each
+        # the reservations held on each device, one entry per verification holding one (`reserved`, `holding`)
+        self._sizes: dict[str, list[int]] = {}
         # per device: most verifications holding reservations at once, most bytes reserved
         self.peak: dict[str, tuple[int, int]] = {}
         # verifications waiting in `reserve` for their memory, by ticket → (device, monotonic time they began waiting,
@@ -83,6 +82,14 @@ class DeviceSlots:
             return [f"cuda:{i}" for i in range(n)]
         return [device]
 
+    def reserved(self, dev: str) -> int:
+        """Device memory reserved now by the verifications pinned to `dev`."""
+        return sum(self._sizes.get(dev, ()))
+
+    def holding(self, dev: str) -> int:
+        """How many verifications hold a reservation on `dev` now."""
+        return len(self._sizes.get(dev, ()))
+
     def capacity(self, dev: str) -> int | None:
         """Usable memory of a device in bytes (None: not accounted, e.g. the CPU)."""
         if dev in self._memory:
@@ -94,7 +101,7 @@ class DeviceSlots:
 
     def _fits(self, dev: str, need: int) -> bool:
         cap = self.capacity(dev)
-        held = self._reserved.get(dev, 0)
+        held = self.reserved(dev)
         return cap is None or held == 0 or held + need <= cap
 
     def _overtaken_too_long(self, dev: str, ticket: int | None, need: int) -> bool:
@@ -108,7 +115,7 @@ class DeviceSlots:
         now = time.monotonic()
         cap = self.capacity(dev)
         sizes = self._sizes.get(dev, [])
-        beside = self._reserved.get(dev, 0) - max(sizes, default=0) + need
+        beside = sum(sizes) - max(sizes, default=0) + need
         return any(d == dev and (ticket is None or t < ticket) and now - since >= self.overtake_s
                    and (cap is None or beside + waiting > cap)
                    for t, (d, since, waiting) in self._admission.items())
@@ -181,17 +188,13 @@ class DeviceSlots:
                 if ticket is not None:
                     del self._admission[ticket]
                     self._cv.notify_all()
-            self._reserved[dev] = self._reserved.get(dev, 0) + need_bytes
-            self._holding[dev] = self._holding.get(dev, 0) + 1
             self._sizes.setdefault(dev, []).append(need_bytes)
             most_holding, most_reserved = self.peak.get(dev, (0, 0))
-            self.peak[dev] = (max(most_holding, self._holding[dev]), max(most_reserved, self._reserved[dev]))
+            self.peak[dev] = (max(most_holding, self.holding(dev)), max(most_reserved, self.reserved(dev)))
         try:
             yield dev
         finally:
             with self._cv:
-                self._reserved[dev] -= need_bytes
-                self._holding[dev] -= 1
                 self._sizes[dev].remove(need_bytes)
                 if alone:
                     self._alone.discard(dev)
@@ -202,7 +205,7 @@ class DeviceSlots:
         `need_bytes` does not fit beside the others' now or a verification holds the device alone."""
         with self._cv:  # a re-entrant lock: `reserve` takes it again, and nothing moves in between
             cap = self.capacity(dev)  # unlike `reserve`, never one alone that is larger than the device
-            if dev in self._alone or (cap is not None and self._reserved.get(dev, 0) + need_bytes > cap) \
+            if dev in self._alone or (cap is not None and self.reserved(dev) + need_bytes > cap) \
                     or self._overtaken_too_long(dev, None, need_bytes):
                 return None
             stack = contextlib.ExitStack()

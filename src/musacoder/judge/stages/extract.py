@@ -40,12 +40,8 @@ def extract_and_check(ctx: RunContext) -> StaticReport:
         raise Stop("illegal")
     v.stages["static_legality"] = "ok"
     v.flags += [f"static analysis deferred to runtime evidence: {d}" for d in getattr(static, "deferred", [])[:5]]
-    ctx.device_pool = _device(ctx)
+    ctx.device_pool = device_pool(ctx.backend, ctx.cfg)
     return static
-
-
-def _device(ctx: RunContext) -> str:
-    return device_pool(ctx.backend, ctx.cfg)
 
 
 def device_pool(backend: str, cfg) -> str:
