@@ -65,10 +65,11 @@ def _start_servers(jobs: list[VerifyJob], cfg: VerifyConfig) -> None:
     """Start the fork servers of the batch's backends (each job's, or what its text shows, as the verification will
     decide it) without waiting for them (`stages.rpc.start_servers_early`)."""
     from musacoder.candidates import extract_code
+    from musacoder.judge.stages.extract import chosen_backend
     from musacoder.judge.stages.rpc import start_servers_early
     from musacoder.records import BACKENDS
 
-    backends = {job.backend or extract_code(job.candidate).backend or "cpu" for job in jobs}
+    backends = {chosen_backend(job.backend, extract_code(job.candidate).backend) for job in jobs}
     start_servers_early(cfg, backends & set(BACKENDS))
 
 

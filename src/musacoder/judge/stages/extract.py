@@ -23,7 +23,7 @@ def extract_and_check(ctx: RunContext) -> StaticReport:
         v.error = cand.extract_error
         raise Stop("extract_error")
     v.stages["extract"] = "ok"
-    backend = ctx.requested_backend or cand.backend or "cpu"
+    backend = chosen_backend(ctx.requested_backend, cand.backend)
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     ctx.code, ctx.backend = cand.code, backend
@@ -42,6 +42,12 @@ def extract_and_check(ctx: RunContext) -> StaticReport:
     v.flags += [f"static analysis deferred to runtime evidence: {d}" for d in getattr(static, "deferred", [])[:5]]
     ctx.device_pool = device_pool(ctx.backend, ctx.cfg)
     return static
+
+
+def chosen_backend(requested: str | None, shown: str | None) -> str:
+    """The backend a verification runs on: the one asked for, else the one the candidate's text shows
+    (`extract_code(...).backend`), else the CPU's."""
+    return requested or shown or "cpu"
 
 
 def device_pool(backend: str, cfg) -> str:
