@@ -155,6 +155,7 @@ def run_round(jobs: list, args, cfg, rnd: int = 1) -> tuple[dict, list[dict]]:
                      "runtime_ms": v.runtime_ms, "ref_runtime_ms": v.ref_runtime_ms,
                      "ref_in_process_ms": v.ref_runtime_ms_in_process, "ref_clean_ms": v.ref_runtime_ms_clean,
                      "speedup_interval": v.speedup_interval, "flags": [f[:200] for f in v.flags],
+                     "timed_rounds": v.candidate_timing.repeats if v.candidate_timing else None,
                      "failed_trials": [t.message[:300] for t in v.trials if not t.passed][:3]})
         if sink is not None:
             with sink.open("a") as f:

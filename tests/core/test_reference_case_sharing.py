@@ -98,3 +98,41 @@ def test_the_task_s_candidates_share_one_initialisation_of_the_reference_model()
     assert all(torch.equal(state2[k], before[k]) for k in before)
     _, _, own = reference_model(second, module, seed, shared=False)  # extra shapes: made afresh, same weights
     assert len(module.INITS) == 2 and all(torch.equal(own[k], before[k]) for k in before)
+
+
+def test_keeping_a_case_pays_only_where_computing_it_takes_longer_than_copying_it_back():
+    from musacoder.judge.stages.correctness import HOST_LINK_BYTES_S, worth_keeping
+
+    gb = 2**30
+    assert worth_keeping(0.001, 100 * gb, over_host_link=False)  # compared on the host: nothing comes back
+    # a 6.4 GB elementwise output and its float64 difference (13 GB, ~1.6 s back) computed in a fraction of a second
+    assert not worth_keeping(0.3, 13 * gb, over_host_link=True)
+    # a convolution's float64 reference: seconds for a 4 GB case
+    assert worth_keeping(4.0, 4 * gb, over_host_link=True)
+    assert worth_keeping(1.01, HOST_LINK_BYTES_S, True) and not worth_keeping(0.99, HOST_LINK_BYTES_S, True)
+
+
+def test_a_case_not_worth_keeping_is_computed_by_each_candidate_and_never_copied(monkeypatch):
+    """The cache holds only the decision (`RECOMPUTE`, no bytes); each later candidate computes its own case from the
+    same seed, the same values, without waiting on a copy of the first one's."""
+    from musacoder.judge.stages import correctness
+
+    asked = []
+
+    def never(compute_s, case_bytes, over_host_link):
+        asked.append((compute_s, case_bytes))
+        return False
+
+    monkeypatch.setattr(correctness, "worth_keeping", never)
+    copies = []  # what would go to the host to be kept
+    monkeypatch.setattr(correctness, "_kept_yardsticks", lambda *args: copies.append(args))
+    cache = TaskCache(budget_bytes=1 << 30)
+    a, b, c = _ctx(cache), _ctx(cache), _ctx(cache)
+    first, second, third = _case(a), _case(b), _case(c)
+    assert len(asked) == 1 and asked[0][0] > 0 and asked[0][1] == 2 * first[1].nbytes  # output + float32 difference
+    assert not copies and cache.bytes_kept == 0 and len(cache) == 1
+    assert next(iter(cache._entries.values()))[0] is correctness.RECOMPUTE
+    for got in (second, third):
+        assert got[1].data_ptr() != first[1].data_ptr() and torch.equal(got[1], first[1])
+        for y1, y2 in zip(first[2].leaves.values(), got[2].leaves.values()):
+            assert torch.equal(y1.ref64, y2.ref64) and y1.torch_error == y2.torch_error

@@ -254,6 +254,22 @@ def precision_models(ctx: RunContext, ref_model):
         return None
 
 
+# A kept case comes back to the GPU over the host link for every later candidate of its task (and went to the host
+# once): at this rate or slower for pageable host memory, which the task cache's tensors are. A case the GPU computes
+# again faster than that is not kept (`worth_keeping`).
+HOST_LINK_BYTES_S = 8 * 2**30
+RECOMPUTE = "recompute"  # the task cache's entry for a case each candidate computes itself
+
+
+def worth_keeping(compute_s: float, case_bytes: int, over_host_link: bool) -> bool:
+    """Whether a reference case is kept in the task cache for the task's later candidates: always where it is
+    compared on the host (the CPU backend: no copy back), else where computing it took longer than copying its
+    `case_bytes` back to the device would, `case_bytes / HOST_LINK_BYTES_S`. At full size a 6.4 GB elementwise
+    output's case is 13 GB (about 1.6 s back, and seconds more to the host once) while its float64 reference takes
+    a fraction of a second on the GPU; a convolution's float64 reference takes seconds for a 4 GB case."""
+    return not over_host_link or compute_s > case_bytes / HOST_LINK_BYTES_S
+
+
 def shared_reference_case(ctx: RunContext, module, ref_model, seed: int, perturb: str | None, label: int):
     """`reference_case` for a main trial, from the task's shared cache where the verification has one: the outputs
     and yardsticks kept on the host, and copied to the comparison device for each candidate that reuses them. The
@@ -261,23 +277,34 @@ def shared_reference_case(ctx: RunContext, module, ref_model, seed: int, perturb
     is 2·O bytes instead of 3·O, so a full-size convolution's seven cases fit a cache they overflowed). The
     candidate that computes an entry compares against its own originals (no round trip through the host). Extra
     shapes are not shared, nor are cases too large for the cache's budget: they would cross to the host and back
-    for nothing (a 6.4 GB output and its float64 difference are 13 GB each way, seconds a trial)."""
+    for nothing (a 6.4 GB output and its float64 difference are 13 GB each way, seconds a trial), nor cases the GPU
+    computes faster than they would come back (`worth_keeping`): the cache then keeps `RECOMPUTE` for the case, and
+    each later candidate computes its own."""
     if ctx.cache is None or label != 0 or not _fits_cache(ctx):
         return reference_case(ctx, module, ref_model, seed, perturb)
     mine: list = []
 
     def compute():
+        t0 = time.perf_counter()  # the case's forwards and yardsticks end in synchronising reads
         kept, out, precision = reference_case(ctx, module, ref_model, seed, perturb)
         mine.append((kept, out, precision))
+        case_bytes = nbytes(out) * (2 if precision is not None and precision.leaves else 1)
+        if not worth_keeping(time.perf_counter() - t0, case_bytes, ctx.compare_device != "cpu"):
+            return RECOMPUTE
         return kept, to_cpu(out), _kept_yardsticks(precision, out), ctx.ref_forward_s
 
     def size(value) -> int:
+        if value is RECOMPUTE:
+            return 0
         _, out, precision, _ = value
         return nbytes(out) + (sum(nbytes(y.ref64) for y in precision.leaves.values()) if precision else 0)
 
-    kept, out, precision, ref_s = ctx.cached(("reference_case", ctx.device, seed, perturb), compute, size)
+    got = ctx.cached(("reference_case", ctx.device, seed, perturb), compute, size)
     if mine:  # computed here: the device originals are this verification's alone
         return mine[0]
+    if got is RECOMPUTE:
+        return reference_case(ctx, module, ref_model, seed, perturb)
+    kept, out, precision, ref_s = got
     ctx.ref_forward_s = max(ctx.ref_forward_s, ref_s)
     cmp = ctx.compare_device  # each verification gets copies: the kept ones are shared with the task's others
     out = to_device(out, cmp)
