@@ -54,7 +54,7 @@
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests throughput baseline"}  # also: same8 faults rlload convcache corpus snapshot doctor smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost service musa rft anchor
+STEPS=${STEPS:-"tests throughput baseline"}  # also: hostlink same8 faults rlload convcache corpus snapshot doctor smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost service musa rft anchor
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
@@ -218,6 +218,11 @@ if has anchor; then  # KernelBench's builds in parallel (as its scripts do; ANC_
     --kb-compile-workers ${ANC_KBC:-16} ${ANC_WORK:+--work $ANC_WORK} \
     --timeout ${ANC_TIMEOUT:-240} --json "$OUT/anchor.json" > "$OUT/anchor.log" 2>&1
   tail -10 "$OUT/anchor.log"
+fi
+if has hostlink; then  # the host link as the task cache and the worker's kept outputs use it (benchmarks/host_link.py)
+  timeout ${T_LINK:-90} python3 benchmarks/host_link.py --sizes-gib ${LINK_GIB:-0.5,2,6} --json "$OUT/host_link.json" \
+    > "$OUT/host_link.log" 2>&1
+  tail -20 "$OUT/host_link.log"
 fi
 if has same8; then  # issue 38 (d): one honest candidate verified 8 times in one batch, full task sizes; with the per-task
   # cache (default) and without it (share_reference=false), the same warm build cache
