@@ -95,12 +95,11 @@ def batch_order(tasks: list[tuple[str, object]], copies: int, workers: int) -> l
 def simulate(tasks: list[tuple[str, object]], copies: int, workers: int, gpu_gib: float, start_s: float,
              run_s: float, per_gib_s: float, scale: float, overtake_s: float,
              peaks: dict[str, float] | None = None,
-             times: dict[str, list[tuple[float, float]]] | None = None, capped: bool = False) -> dict:
+             times: dict[str, list[tuple[float, float]]] | None = None) -> dict:
     """`peaks`: the worker allocator peak (GiB) each task's verifications report; once one of a task has ended, its
     later ones reserve the learned worker side (`slots.worker_need`), as the verifier does. `times`: the measured
-    seconds to replay per task (`measured_times`), in the batch's own order. `capped`: at most
-    `batch.in_flight_limit` of a task's jobs in flight, as `verify_many` keeps them on a GPU (`batch.TaskCaps`)."""
-    from musacoder.judge.batch import bounded, in_flight_limit
+    seconds to replay per task (`measured_times`), in the batch's own order."""
+    from musacoder.judge.batch import bounded
     from musacoder.judge.slots import GiB, DeviceSlots, worker_need
 
     learned: dict[str, int] = {}
@@ -135,9 +134,7 @@ def simulate(tasks: list[tuple[str, object]], copies: int, workers: int, gpu_gib
     jobs = batch_order(tasks, copies, workers) if times is not None else \
         [(tid, fp, k) for tid, fp in tasks for k in range(copies)]
     t0 = time.monotonic()
-    usable = int(0.85 * gpu_gib * GiB)
-    cap = (lambda item: (item[0], lambda: in_flight_limit(item[1].total, [usable]))) if capped else None
-    done = [tid for tid, _ in bounded(job, jobs, workers, cap=cap)]
+    done = [tid for tid, _ in bounded(job, jobs, workers)]
     seconds = (time.monotonic() - t0) / scale
     assert len(done) == len(jobs)
     return {"verdicts": len(done), "model_seconds": round(seconds, 1),
@@ -176,9 +173,6 @@ def main() -> None:
     ap.add_argument("--times", type=Path, default=None, metavar="ROWS",
                     help="replay each task's measured seconds before and after admission from an rl_load.py run's "
                          ".rows.jsonl (first round), jobs in the batch's own order")
-    ap.add_argument("--cap", choices=("off", "on"), default="on",
-                    help="a task's jobs in flight capped by its footprint (batch.TaskCaps, what verify_many does on a "
-                         "GPU since run 8), or not (before)")
     ap.add_argument("--scale", type=float, default=0.02, help="wall seconds per modelled second")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
@@ -230,7 +224,7 @@ def main() -> None:
         rows = tasks if today else [(tid, dataclasses.replace(fp, transient=None)) for tid, fp in tasks]
         r = simulate(rows, args.copies, args.workers, args.gpu_gib, args.start_s, args.run_s, args.per_gib_s,
                      args.scale, OVERTAKE_S if args.overtake_s is None else args.overtake_s, peaks if today else None,
-                     times, capped=args.cap == "on")
+                     times)
         sizes = [fp.total / GiB for _, fp in rows]
         r.update(estimate=spec, footprint_gib=[round(min(sizes), 1), round(max(sizes), 1)])
         results.append(r)

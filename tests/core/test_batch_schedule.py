@@ -3,7 +3,6 @@ each task started ahead of the tasks before it, so its first-time work (build, l
 done when the rest of its task starts."""
 
 from collections import Counter
-from pathlib import Path
 
 from musacoder.judge.batch import VerifyJob, bounded, by_task, leads_ahead
 from musacoder.records import Task
@@ -50,7 +49,7 @@ def test_verify_many_starts_leaders_ahead_unless_told_not_to(monkeypatch):
 
     seen = []
 
-    def recorded(fn, jobs, workers, cap=None):  # the order the pool would draw jobs in
+    def recorded(fn, jobs, workers):  # the order the pool would draw jobs in
         seen.append(_ids(jobs))
         return iter(())
 
@@ -113,93 +112,3 @@ def test_a_batch_keeps_the_order_given_unless_asked_for_the_largest_first():
 
     assert run() == [relu.name, "big"]
     assert run(largest_first=True) == ["big", relu.name]
-
-
-def test_a_task_at_its_cap_waits_and_later_tasks_take_the_pool_places():
-    """`bounded`'s `cap`: no more of a group in flight than its limit; the held-back jobs start, in order, as soon as
-    their group has room, and every job runs once."""
-    import threading
-    import time
-
-    from musacoder.judge.batch import task_group
-
-    jobs = by_task(_jobs(4, 6), workers=1)  # t0 x6, t1 x6, t2 x6, t3 x6
-    limits = {"t0": 1, "t1": 2, "t2": 50, "t3": 50}
-    lock, now, most, started = threading.Lock(), Counter(), Counter(), []
-
-    def run(job):
-        t = job.task.name
-        with lock:
-            now[t] += 1
-            most[t] = max(most[t], now[t])
-            started.append(job.id)
-        time.sleep(0.02)
-        with lock:
-            now[t] -= 1
-        return job.id
-
-    ran = [i for _, i in bounded(run, jobs, 8, cap=lambda j: (task_group(j), lambda: limits[j.task.name]))]
-    assert sorted(ran) == sorted(_ids(jobs))
-    assert most["t0"] == 1 and most["t1"] == 2 and most["t2"] > 2
-    # the first wave: one of t0, two of t1, the rest of the 8 places to t2 (not t0's waiting copies)
-    assert Counter(i.split("#")[0] for i in started[:8]) == {"t0": 1, "t1": 2, "t2": 5}
-    for t in ("t0", "t1"):  # a group's jobs start in their order
-        mine = [i for i in started if i.startswith(t + "#")]
-        assert mine == sorted(mine, key=lambda i: int(i.split("#")[1]))
-
-
-def test_the_in_flight_limit_is_what_fits_at_once_plus_one_starting():
-    from musacoder.judge.batch import in_flight_limit
-
-    gib = 2**30
-    assert in_flight_limit(46 * gib, [68 * gib]) == 2  # a 46 GiB convolution: one admitted, one building
-    assert in_flight_limit(27 * gib, [68 * gib]) == 3
-    assert in_flight_limit(175 * gib, [68 * gib]) == 2  # larger than the device: it runs alone, one more waits
-    assert in_flight_limit(4 * gib, [68 * gib, 68 * gib]) == 35
-    assert in_flight_limit(0, [68 * gib]) > 1000
-
-
-def test_a_gpu_batch_caps_each_task_by_its_footprint(monkeypatch):
-    """`TaskCaps` on a GPU host: the task's limit from its footprint on the meta device and the pool's usable memory;
-    a CPU job is not capped."""
-    import torch
-
-    from musacoder.config import VerifyConfig
-    from musacoder.judge import batch, slots
-    from musacoder.judge.baseline import source_with_overrides
-    from musacoder.tasks import load_module, load_task
-
-    root = Path(__file__).resolve().parents[2]
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    fake = slots.DeviceSlots(cuda_count=1, memory={"cuda:0": 8 * 2**30})
-    monkeypatch.setattr(slots, "DEVICE_SLOTS", fake)
-    task = load_task(root / "examples" / "tasks" / "relu.py", {"batch_size": 4096, "dim": 65536})  # 1 GiB in, 1 out
-    fp = slots.FOOTPRINTS.get(source_with_overrides(task), load_module(task), VerifyConfig().input_sets)
-    with batch.TaskCaps(VerifyConfig()) as caps:
-        assert caps.active
-        key, limit = caps(VerifyJob("a", task, "code", "cuda"))
-        assert key == batch.task_group(VerifyJob("b", task, "other code", "cuda"))
-        assert limit() == batch.in_flight_limit(fp.total, [8 * 2**30]) and 1 < limit() < 8
-        assert caps(VerifyJob("c", load_task(root / "examples" / "tasks" / "linear_gelu.py"), "code", "cpu"))[1]() \
-            >= 1 << 30
-
-
-def test_a_footprint_not_known_in_time_leaves_its_task_uncapped_until_it_is(monkeypatch):
-    import threading
-
-    import torch
-
-    from musacoder.config import VerifyConfig
-    from musacoder.judge import batch
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    release = threading.Event()
-    monkeypatch.setattr(batch.TaskCaps, "WAIT_S", 0.05)
-    monkeypatch.setattr(batch.TaskCaps, "_limit", lambda self, job: (release.wait(5), 2)[1])
-    job = _jobs(1, 1)[0]
-    with batch.TaskCaps(VerifyConfig()) as caps:
-        _, limit = caps(job)
-        assert limit() == batch.TaskCaps.UNLIMITED and limit() == batch.TaskCaps.UNLIMITED  # waited once, then not
-        release.set()
-        caps._limits[batch.task_group(job)].result(timeout=5)
-        assert limit() == 2

@@ -13,7 +13,7 @@ import json
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Hashable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from musacoder.config import VerifyConfig
 from musacoder.records import Task, Verdict, VerifyRequest
@@ -36,9 +36,7 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
     first (each task's first job starts ahead, `by_task`, unless `leaders_ahead` is off; largest first is not the
     default: on the GPU it measured slower, though a replay of that run's own times favours it, docs/benchmarks.md
     run 7), and share one per-task cache for this batch
-    (`musacoder.judge.task_cache`): the task's reference work is done once, with secrets drawn for this batch. On a
-    GPU host no more of a task's jobs are in flight than its footprint admits at once, plus one (`TaskCaps`): the
-    pool's other places go to other tasks instead of to jobs that could only wait for device memory."""
+    (`musacoder.judge.task_cache`): the task's reference work is done once, with secrets drawn for this batch."""
     from functools import partial
 
     from musacoder.judge.pipeline import verify
@@ -59,8 +57,8 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
 
     from musacoder.judge.sandbox import prestarted_workers
 
-    with prestarted_workers(max(1, workers)), TaskCaps(cfg) as cap:
-        yield from bounded(one, jobs, workers, cap=cap if cap.active else None)
+    with prestarted_workers(max(1, workers)):
+        yield from bounded(one, jobs, workers)
 
 
 def _start_servers(jobs: list[VerifyJob], cfg: VerifyConfig) -> None:
@@ -86,7 +84,7 @@ def by_task(jobs: Iterable[VerifyJob], workers: int = 1,
     beside it. The order is all this changes; every job is run once."""
     grouped: dict[tuple, list[VerifyJob]] = {}
     for job in jobs:
-        grouped.setdefault(task_group(job), []).append(job)
+        grouped.setdefault((job.task.key, job.task.source, tuple(sorted(job.overrides.items()))), []).append(job)
     groups = list(grouped.values())
     if size is not None:
         groups.sort(key=lambda g: -size(g[0]))  # stable: equal sizes keep the order given
@@ -99,87 +97,6 @@ def by_task(jobs: Iterable[VerifyJob], workers: int = 1,
         if i + lead + 1 < len(groups):
             out.append(groups[i + lead + 1][0])
     return out
-
-
-def task_group(job: VerifyJob) -> tuple:
-    """What makes jobs candidates of one task: its name, its source and its size overrides."""
-    return job.task.key, job.task.source, tuple(sorted(job.overrides.items()))
-
-
-def in_flight_limit(need: int, capacities: list[int]) -> int:
-    """How many verifications of one task a batch keeps in flight on a pool of GPUs of `capacities` usable bytes:
-    as many as its footprint `need` admits at once (at least one per device), plus one that starts its worker and
-    builds while those run. More would hold pool places only to wait for device memory: in a 16 x 8 load the
-    convolutions' 16 candidates took all 16 places, one admitted at a time, and the GEMM tasks beside them started
-    minutes late while the GPU's memory sat half used (docs/benchmarks.md, run 8)."""
-    return sum(max(1, c // max(1, need)) for c in capacities) + 1
-
-
-class TaskCaps:
-    """`bounded`'s `cap` for a batch on GPUs: a job's group is its task (`task_group`), its limit
-    `in_flight_limit` of the task's footprint (`slots.FOOTPRINTS`, the same estimate its verifications reserve
-    from, on the meta device) on the devices of its pool. Each task's footprint is worked out in the background from
-    the first time one of its jobs is met; off a GPU (no accounted device memory) `active` is false and nothing is
-    capped. A task whose footprint is not known within `WAIT_S` of its second job is not capped until it is."""
-
-    def __init__(self, cfg: VerifyConfig):
-        import torch
-
-        self.cfg, self.active = cfg, torch.cuda.is_available()
-        self._limits: dict = {}
-        self._waited: set = set()
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="musacoder-footprint")
-
-    def __enter__(self) -> "TaskCaps":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-    # how long the scheduler waits, once per task, for a footprint still being worked out (a recurrent task's takes
-    # tens of seconds on the meta device) before it lets that task's jobs start uncapped until it is known
-    WAIT_S = 5.0
-    UNLIMITED = 1 << 30
-
-    def __call__(self, job: VerifyJob) -> tuple[Hashable, Callable[[], int]]:
-        key = task_group(job)
-        fut = self._limits.get(key)
-        if fut is None:
-            fut = self._limits[key] = self._pool.submit(self._limit, job)
-        return key, lambda: self._known(key, fut)
-
-    def _known(self, key, fut) -> int:
-        if not fut.done():
-            if key in self._waited:
-                return self.UNLIMITED
-            self._waited.add(key)
-            try:
-                return fut.result(timeout=self.WAIT_S)
-            except TimeoutError:
-                return self.UNLIMITED
-        return fut.result()
-
-    def _limit(self, job: VerifyJob) -> int:
-        from musacoder.candidates import extract_code
-        from musacoder.judge.baseline import source_with_overrides
-        from musacoder.judge.slots import DEVICE_SLOTS, FOOTPRINTS
-        from musacoder.judge.stages.context import task_with_overrides
-        from musacoder.judge.stages.extract import chosen_backend, device_pool
-        from musacoder.tasks import load_module
-
-        unlimited = self.UNLIMITED
-        try:
-            pool = device_pool(chosen_backend(job.backend, extract_code(job.candidate).backend), self.cfg)
-            if not pool.startswith("cuda"):
-                return unlimited
-            task = task_with_overrides(job.task, job.overrides or None)
-            fp = FOOTPRINTS.get(source_with_overrides(task), load_module(task), self.cfg.input_sets)
-            caps = [DEVICE_SLOTS.capacity(d) for d in DEVICE_SLOTS.devices_for(pool)]
-        except Exception:  # noqa: BLE001 - a task that does not load is its verification's to report
-            return unlimited
-        if fp is None or not caps or None in caps:
-            return unlimited
-        return in_flight_limit(fp.total, caps)
 
 
 def device_bytes(job: VerifyJob) -> int:
@@ -207,54 +124,25 @@ def leads_ahead(workers: int, sizes: list[int]) -> int:
     return 0 if median < 2 else max(0, workers) // median
 
 
-def bounded(fn: Callable, jobs: Iterable, workers: int,
-            cap: Callable[[Any], tuple[Hashable, Callable[[], int]]] | None = None) -> Iterator[tuple]:
+def bounded(fn: Callable, jobs: Iterable, workers: int) -> Iterator[tuple]:
     """(job, fn(job)) for every job, in completion order, with at most `workers` calls in flight (threads); jobs are
-    drawn from the iterable only as slots free up. `cap(job)`: the job's group and a function giving how many of
-    that group may be in flight at once (asked only while one of the group is in flight). A job whose group is at
-    its cap is held back, in order, and the next job goes first; a held-back job starts as soon as its group has
-    room, before any job drawn after it."""
+    drawn from the iterable only as slots free up."""
     it = iter(jobs)
     workers = max(1, workers)
-    held: list = []  # jobs whose group was at its cap, in their order
-    in_flight: dict = {}
-
-    def room(job) -> bool:
-        if cap is None:
-            return True
-        key, limit = cap(job)
-        return not in_flight.get(key) or in_flight[key] < limit()
-
-    def take():
-        for i, job in enumerate(held):
-            if room(job):
-                return held.pop(i)
-        for job in it:
-            if room(job):
-                return job
-            held.append(job)
-        return None
-
     with ThreadPoolExecutor(max_workers=workers) as pool:
         running = {}
-
-        def start(job) -> None:
+        for job in it:
             running[pool.submit(fn, job)] = job
-            if cap is not None:
-                key = cap(job)[0]
-                in_flight[key] = in_flight.get(key, 0) + 1
-
-        while len(running) < workers and (job := take()) is not None:
-            start(job)
+            if len(running) >= workers:
+                break
         while running:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in done:
                 job = running.pop(fut)
-                if cap is not None:
-                    in_flight[cap(job)[0]] -= 1
                 yield job, fut.result()
-            while len(running) < workers and (job := take()) is not None:
-                start(job)
+                nxt = next(it, None)
+                if nxt is not None:
+                    running[pool.submit(fn, nxt)] = nxt
 
 
 class ManifestError(ValueError):
