@@ -30,20 +30,17 @@
 #   8 times with the per-task cache on and off, 16 tasks x 8 candidates, and KernelBench's harness side by side)
 #   STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 SMI_MS=500 (RL_TAG names the files): the 16 x 8 load cold and warm,
 #   the GPU's used memory and each process's sampled beside it (benchmarks/smi_summary.py)
-#   What is still owed after the H100 runs of 2026-12-06 and -07 (docs/benchmarks.md: run 7 measured the largest tasks
-#   first, slower, and the side-by-side run its cold phase): the 16 x 8 load in both orders on one machine
-#   (RL_SCHEDULE=ahead, then RL_SCHEDULE=largest, RL_TAG naming each) with a task's cache entries kept while it is in
-#   flight (TaskCache.in_use) and the float64 references kept as float32 differences (predicted: 4_Conv2d_Mish_Mish's
-#   later candidates reuse all seven cases, correctness.reference 11 s -> 1-3 s; with correctness held trial by trial
-#   the waits to be timed shorter (timing_wait p90 10 s -> about 3 s); the replay of run 6's times with both: 17.5-19.5
-#   a minute in the order given, 20.8-21.3 largest first), and its warm second round on its own
-#   (STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 SMI_MS=500 T_RL8=560, then again with MUSACODER_CACHE_DIR's build
-#   cache filled, the machine kept warm); the side by side warm phase alone after a cold one on the same machine
-#   (STEPS=anchor ANC_ONLY='level2/*' ANC_LIMIT=16 ANC_WORKERS=16 ANC_PHASES=cold ANC_WORK=.anc, then the same with
-#   ANC_PHASES=warm on the machine kept warm: the two phases of 16 take about 480 + 230 s, more than one call); STEPS="golden" GOLD_ONLY='level1/19_*' T_GOLD=130 and
-#   STEPS=same8 SAME8_TASKS=level1/19_ReLU SAME8_SHARE=true (the 6.4 GB ReLU, 8 copies: the issue's 15 a minute);
-#   STEPS="faults corpus" FAULT_MB=64 CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (a crash, a hang and an OOM
-#   among goldens, the hoarding rule on the GPU and the CPU-backend candidates at full size)
+#   What is still owed after the H100 runs of 2026-12-06 and -07 (docs/benchmarks.md: run 8 measured the 16 x 8 load
+#   largest first with the cache and hold fixes, 15.7 a minute; the 6.4 GB ReLU x 8, the faults at full size and the
+#   host link ran): the 16 x 8 load in the order given on the machine of a largest-first run (RL_SCHEDULE=ahead, then
+#   RL_SCHEDULE=largest, RL_TAG naming each; predicted from run 8's replay: 14.2-14.4 a minute in the order given
+#   against 15.5-15.7 largest first) and its warm second round on its own (STEPS=rlload RL_ONLY='level2/*'
+#   RL_ROUNDS=2 SMI_MS=500 T_RL8=560, then again with MUSACODER_CACHE_DIR's build cache filled, the machine kept
+#   warm); the side by side warm phase alone after a cold one on the same machine (STEPS=anchor ANC_ONLY='level2/*'
+#   ANC_LIMIT=16 ANC_WORKERS=16 ANC_PHASES=cold ANC_WORK=.anc, then the same with ANC_PHASES=warm on the machine kept
+#   warm: the two phases of 16 take about 480 + 230 s, more than one call); STEPS="golden" GOLD_ONLY='level1/19_*'
+#   T_GOLD=130; STEPS=corpus CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (the hoarding rule on the GPU and the
+#   CPU-backend candidates at full size)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
