@@ -97,12 +97,71 @@ def map_tensors(fn, obj):
 
 
 def to_device(obj, device: str):
-    """Clone every tensor onto `device` (the candidate always gets its own copies)."""
-    return map_tensors(lambda t: t.detach().to(device=device, copy=True), obj)
+    """Clone every tensor onto `device` (the candidate always gets its own copies); a `HostTensor` comes back whole."""
+    if isinstance(obj, HostTensor):
+        return obj.to_device(device)
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to(device=device, copy=True)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_device(x, device) for x in obj)
+    return obj
 
 
 def to_cpu(obj):
     return map_tensors(lambda t: t.detach().to("cpu", copy=True), obj)
+
+
+# torch's page-locked host allocator hands out power-of-two blocks: a tensor kept there is split into chunks of
+# exactly this many bytes (and one smaller last chunk), so a 2.1 GB output takes 2.1 GB of it rather than 4
+HOST_CHUNK_BYTES = 64 << 20
+
+
+class HostTensor:
+    """A contiguous tensor kept in host memory as byte chunks (`to_host`), page-locked where asked: from there it goes
+    back to a GPU at the link's speed, 51 GiB/s against 8-9 GiB/s from pageable memory on an H100
+    (docs/benchmarks.md, *The host link*), by direct transfers rather than through the driver's staging buffer that a
+    process's pageable copies share. `dtype` and `shape` are the tensor's."""
+
+    __slots__ = ("chunks", "dtype", "shape")
+
+    def __init__(self, chunks: tuple, dtype: torch.dtype, shape: tuple):
+        self.chunks, self.dtype, self.shape = chunks, dtype, shape
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.numel() for c in self.chunks)
+
+    def to_device(self, device) -> torch.Tensor:
+        out = torch.empty(self.nbytes, dtype=torch.uint8, device=device)
+        at = 0
+        for c in self.chunks:
+            out[at:at + c.numel()].copy_(c)
+            at += c.numel()
+        return out.view(self.dtype).view(self.shape)
+
+
+def to_host(obj, pinned: bool):
+    """Every tensor of `obj` copied to the host, each contiguous one as a `HostTensor` in page-locked chunks with
+    `pinned` (pageable where page-locked memory cannot be had), the others as `to_cpu` copies them."""
+    def one(t: torch.Tensor):
+        t = t.detach()
+        try:
+            flat = t.reshape(-1).view(torch.uint8) if t.is_contiguous() and t.numel() else None
+        except RuntimeError:  # a dtype without a byte view
+            flat = None
+        if flat is None:
+            return t.to("cpu", copy=True)
+        chunks = []
+        for at in range(0, flat.numel(), HOST_CHUNK_BYTES):
+            part = flat[at:at + HOST_CHUNK_BYTES]
+            try:
+                c = torch.empty(part.numel(), dtype=torch.uint8, pin_memory=pinned)
+            except RuntimeError:  # no page-locked memory to be had
+                c = torch.empty(part.numel(), dtype=torch.uint8)
+            chunks.append(c.copy_(part))
+        return HostTensor(tuple(chunks), t.dtype, tuple(t.shape))
+
+    return map_tensors(one, obj)
 
 
 def output_spec(obj):
@@ -178,6 +237,8 @@ def nbytes(obj) -> int:
     """Bytes held by the tensors in a (nested) list or tuple."""
     if isinstance(obj, torch.Tensor):
         return obj.numel() * obj.element_size()
+    if isinstance(obj, HostTensor):
+        return obj.nbytes
     if isinstance(obj, (list, tuple)):
         return sum(nbytes(x) for x in obj)
     return 0

@@ -20,7 +20,7 @@ import torch
 from musacoder.judge.compare import (Precision, Yardstick, compare_outputs, float_leaves, max_abs_error, ref64_delta,
                                      ref64_from_delta, rel_error, round_mantissa, round_mantissa_, task_audit)
 from musacoder.judge.inputs import (make_init_inputs, make_inputs, nbytes, output_spec, seed_for, seeded, to_cpu,
-                                    to_device)
+                                    to_device, to_host)
 from musacoder.judge.messages import HARNESS_PARTS, CallReport, InitReply, InitRequest, TrialReply, TrialRequest
 from musacoder.judge.sandbox import Sandbox
 from musacoder.judge.slots import give_back_cached, is_oom
@@ -254,25 +254,29 @@ def precision_models(ctx: RunContext, ref_model):
         return None
 
 
-# A kept case comes back to the GPU over the host link for every later candidate of its task (and went to the host
-# once): at this rate or slower for pageable host memory, which the task cache's tensors are. A case the GPU computes
-# again faster than that is not kept (`worth_keeping`).
+# A kept case goes to the host once, into fresh memory (1.5-2.8 GiB/s on an H100, docs/benchmarks.md *The host
+# link*), and comes back to the GPU from page-locked memory for each later candidate of its task (51 GiB/s). Shared
+# over a GRPO group's seven later candidates that is about 11 GiB/s a candidate; a case the GPU computes again faster
+# than at this rate is not kept (`worth_keeping`).
 HOST_LINK_BYTES_S = 8 * 2**30
 RECOMPUTE = "recompute"  # the task cache's entry for a case each candidate computes itself
 
 
 def worth_keeping(compute_s: float, case_bytes: int, over_host_link: bool) -> bool:
     """Whether a reference case is kept in the task cache for the task's later candidates: always where it is
-    compared on the host (the CPU backend: no copy back), else where computing it took longer than copying its
-    `case_bytes` back to the device would, `case_bytes / HOST_LINK_BYTES_S`. At full size a 6.4 GB elementwise
-    output's case is 13 GB (about 1.6 s back, and seconds more to the host once) while its float64 reference takes
-    a fraction of a second on the GPU; a convolution's float64 reference takes seconds for a 4 GB case."""
+    compared on the host (the CPU backend: no copy back), else where computing it took longer than its `case_bytes`
+    take over the host link, `case_bytes / HOST_LINK_BYTES_S`. At full size a 6.4 GB elementwise output's case is
+    13 GiB (1.6 s at that rate; 8.7 s to the host once, measured) while the GPU computes it in 0.35 s; a
+    convolution's takes seconds for a 4 GiB case."""
     return not over_host_link or compute_s > case_bytes / HOST_LINK_BYTES_S
 
 
 def shared_reference_case(ctx: RunContext, module, ref_model, seed: int, perturb: str | None, label: int):
     """`reference_case` for a main trial, from the task's shared cache where the verification has one: the outputs
-    and yardsticks kept on the host, and copied to the comparison device for each candidate that reuses them. The
+    and yardsticks kept on the host (page-locked where they are compared on a GPU: in the 16 x 8 load each later
+    candidate of a convolution spent 16-17 s getting its seven kept cases back from pageable memory, of which the idle
+    link accounts for 3.5 s; the trusted process's other copies ran beside them), and copied to the comparison device
+    for each candidate that reuses them. The
     float64 references are kept as their float32 differences from the fp32 outputs (`compare.ref64_delta`: a case
     is 2·O bytes instead of 3·O, so a full-size convolution's seven cases fit a cache they overflowed). The
     candidate that computes an entry compares against its own originals (no round trip through the host). Extra
@@ -283,15 +287,17 @@ def shared_reference_case(ctx: RunContext, module, ref_model, seed: int, perturb
     if ctx.cache is None or label != 0 or not _fits_cache(ctx):
         return reference_case(ctx, module, ref_model, seed, perturb)
     mine: list = []
+    over = ctx.compare_device != "cpu"  # compared on a GPU: kept page-locked, for the way back (`to_host`)
 
     def compute():
         t0 = time.perf_counter()  # the case's forwards and yardsticks end in synchronising reads
         kept, out, precision = reference_case(ctx, module, ref_model, seed, perturb)
         mine.append((kept, out, precision))
         case_bytes = nbytes(out) * (2 if precision is not None and precision.leaves else 1)
-        if not worth_keeping(time.perf_counter() - t0, case_bytes, ctx.compare_device != "cpu"):
+        if not worth_keeping(time.perf_counter() - t0, case_bytes, over):
             return RECOMPUTE
-        return kept, to_cpu(out), _kept_yardsticks(precision, out), ctx.ref_forward_s
+        host_out = to_host(out, pinned=True) if over else to_cpu(out)
+        return kept, host_out, _kept_yardsticks(precision, out, over), ctx.ref_forward_s
 
     def size(value) -> int:
         if value is RECOMPUTE:
@@ -320,10 +326,11 @@ def _fits_cache(ctx: RunContext) -> bool:
     return 2 * ctx.fp.outputs <= ctx.cache.budget_bytes
 
 
-def _kept_yardsticks(precision: Precision | None, out) -> Precision | None:
-    """The yardsticks as the task cache keeps them, on the host: each leaf's float64 reference as its float32
-    difference from the fp32 output leaf `out` holds at the same path (`compare.ref64_delta`), or the float64 tensor
-    itself where the difference cannot stand for it. The dtype tells which (`_yardsticks_back`)."""
+def _kept_yardsticks(precision: Precision | None, out, pinned: bool = False) -> Precision | None:
+    """The yardsticks as the task cache keeps them, on the host (page-locked chunks with `pinned`, `to_host`): each
+    leaf's float64 reference as its float32 difference from the fp32 output leaf `out` holds at the same path
+    (`compare.ref64_delta`), or the float64 tensor itself where the difference cannot stand for it. The dtype tells
+    which (`_yardsticks_back`)."""
     if precision is None:
         return None
     outs = dict(float_leaves(out))
@@ -331,6 +338,8 @@ def _kept_yardsticks(precision: Precision | None, out) -> Precision | None:
     for path, y in precision.leaves.items():
         r32 = outs.get(path)
         d = ref64_delta(r32, y.ref64) if r32 is not None else None
+        if pinned:
+            d = to_host(d if d is not None else y.ref64, pinned=True)
         kept.leaves[path] = dataclasses.replace(y, ref64=d if d is not None else to_cpu(y.ref64))
     return kept
 
@@ -343,7 +352,7 @@ def _yardsticks_back(kept: Precision | None, out, device: str) -> Precision | No
     outs = dict(float_leaves(out))
     back = Precision()
     for path, y in kept.leaves.items():
-        ref64 = (ref64_from_delta(outs[path], y.ref64, device) if y.ref64.dtype == torch.float32
+        ref64 = (ref64_from_delta(outs[path], to_device(y.ref64, device), device) if y.ref64.dtype == torch.float32
                  else to_device(y.ref64, device))
         back.leaves[path] = dataclasses.replace(y, ref64=ref64)
     return back

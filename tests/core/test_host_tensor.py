@@ -1,0 +1,56 @@
+"""The task cache's host copies (`inputs.to_host`, `HostTensor`): contiguous tensors kept as byte chunks of
+`HOST_CHUNK_BYTES` (page-locked on a GPU host, pageable where that cannot be had), back whole on a device with their
+values, dtype and shape; what cannot be viewed as bytes is copied as before."""
+
+import torch
+
+from musacoder.judge import inputs
+from musacoder.judge.inputs import HostTensor, nbytes, to_device, to_host
+
+
+def test_tensors_come_back_whole_across_chunks_with_their_dtype_and_shape(monkeypatch):
+    monkeypatch.setattr(inputs, "HOST_CHUNK_BYTES", 1000)  # several chunks and a short last one
+    torch.manual_seed(0)
+    made = [torch.randn(7, 33, 5), torch.randn(1000, dtype=torch.float64), torch.rand(300) > 0.5,
+            torch.randint(-9, 9, (17, 19)), torch.randn(40, 41).to(torch.bfloat16), torch.tensor(3.5)]
+    kept = to_host(made, pinned=True)  # no GPU here: pageable chunks
+    assert all(isinstance(k, HostTensor) for k in kept)
+    assert len(kept[0].chunks) == -(-made[0].nbytes // 1000) and all(c.numel() <= 1000 for c in kept[0].chunks)
+    assert nbytes(kept) == nbytes(made)
+    back = to_device(kept, "cpu")
+    assert isinstance(back, list)
+    for a, b in zip(made, back):
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    again = to_device(kept, "cpu")
+    assert again[0].data_ptr() != back[0].data_ptr()  # each asker gets its own copy
+    back[0].add_(1)
+    assert torch.equal(to_device(kept, "cpu")[0], made[0])  # the kept chunks are not the copy's
+
+
+def test_a_tensor_that_is_not_contiguous_or_empty_is_copied_as_it_is():
+    t = torch.randn(8, 6).t()
+    kept = to_host((t, torch.empty(0, 3), 5), pinned=False)
+    assert isinstance(kept, tuple) and kept[2] == 5
+    assert isinstance(kept[0], torch.Tensor) and kept[0].stride() == t.stride() and torch.equal(kept[0], t)
+    assert isinstance(kept[1], torch.Tensor) and kept[1].shape == (0, 3)
+    back = to_device(kept, "cpu")
+    assert torch.equal(back[0], t) and back[2] == 5
+
+
+def test_the_cache_s_yardsticks_come_back_the_same_from_chunks_as_from_a_tensor(monkeypatch):
+    """`_kept_yardsticks` with `pinned` keeps each float64 reference's float32 difference as a HostTensor; back on the
+    device it gives the same float64 reference as the plain host copy does."""
+    from musacoder.judge.compare import Precision, Yardstick
+    from musacoder.judge.stages.correctness import _kept_yardsticks, _yardsticks_back
+
+    monkeypatch.setattr(inputs, "HOST_CHUNK_BYTES", 4096)
+    torch.manual_seed(1)
+    r64 = torch.randn(64, 70, dtype=torch.float64)
+    out = r64.float()
+    precision = Precision()
+    precision.leaves["output"] = Yardstick(r64, 1e-7, 1e-3, 1e-6, 1e-3)
+    plain, chunked = _kept_yardsticks(precision, out), _kept_yardsticks(precision, out, pinned=True)
+    assert isinstance(chunked.leaves["output"].ref64, HostTensor) and chunked.leaves["output"].ref64.dtype == torch.float32
+    a = _yardsticks_back(plain, out, "cpu").leaves["output"].ref64
+    b = _yardsticks_back(chunked, out, "cpu").leaves["output"].ref64
+    assert a.dtype == b.dtype == torch.float64 and torch.equal(a, b)
