@@ -54,3 +54,27 @@ def test_the_cache_s_yardsticks_come_back_the_same_from_chunks_as_from_a_tensor(
     a = _yardsticks_back(plain, out, "cpu").leaves["output"].ref64
     b = _yardsticks_back(chunked, out, "cpu").leaves["output"].ref64
     assert a.dtype == b.dtype == torch.float64 and torch.equal(a, b)
+
+
+def test_a_large_kept_timing_output_goes_to_host_chunks_and_is_handed_over_whole(monkeypatch):
+    """The worker's kept outputs at or above `host_hold_bytes` (`_TimedRun.keep`) are host chunks; `take_outputs`
+    hands each over as a plain tensor (through the pipe, and again on `resend`), none of its memory shared with what
+    the worker still holds."""
+    from types import SimpleNamespace
+
+    from musacoder.judge.messages import TakeOutputsRequest
+    from musacoder.judge.worker import timing_ops
+    from musacoder.judge.worker.calls import handle_resend
+
+    monkeypatch.setattr(inputs, "HOST_CHUNK_BYTES", 512)
+    torch.manual_seed(2)
+    big, small = torch.randn(40, 50), torch.randn(3)
+    held = {4: timing_ops._to_host((big, small)), 9: None}
+    assert isinstance(held[4][0], HostTensor) and len(held[4][0].chunks) == -(-big.nbytes // 512)
+    worker = SimpleNamespace(held=held, last_outputs=None, device="cpu")
+    reply = timing_ops.handle_take_outputs(worker, TakeOutputsRequest(rounds=[4, 9]))
+    got = reply["outputs"]
+    assert got[9] is None and isinstance(got[4], tuple) and all(isinstance(t, torch.Tensor) for t in got[4])
+    assert torch.equal(got[4][0], big) and torch.equal(got[4][1], small) and worker.held == {}
+    again = handle_resend(worker, None)["outputs"]
+    assert torch.equal(again[4][0], big) and again[4][0].data_ptr() != got[4][0].data_ptr()

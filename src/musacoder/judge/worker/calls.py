@@ -124,12 +124,12 @@ def handle_trial(worker, req: messages.TrialRequest) -> dict:
 
 def handle_resend(worker, req: messages.ResendRequest) -> dict:
     """The last outputs again, through the pipe (the trusted side could not read their CUDA IPC exports)."""
-    from musacoder.judge.inputs import to_cpu
+    from musacoder.judge.inputs import to_device
 
     last = worker.last_outputs
     if isinstance(last, dict):  # take_outputs' rounds
-        return {"ok": True, "outputs": {r: to_cpu(o) for r, o in last.items()}}
-    return {"ok": True, "outputs": to_cpu(last)}
+        return {"ok": True, "outputs": {r: to_device(o, "cpu") for r, o in last.items()}}
+    return {"ok": True, "outputs": to_device(last, "cpu")}
 
 
 def handle_ipc_probe(worker, req: messages.IpcProbeRequest) -> dict:

@@ -227,7 +227,7 @@ def handle_take_outputs(worker, req: messages.TakeOutputsRequest) -> dict:
     handed over and forgotten here: the trusted side fetches them after the device's timing slot is released, one
     round at a time for large outputs. With `ipc`, each goes over CUDA IPC, an output kept in host memory moved back
     to the device first (one at a time)."""
-    from musacoder.judge.inputs import to_cpu
+    from musacoder.judge.inputs import to_cpu, to_device
 
     held = worker.held
     state = {"global_state": worker.guard.changes()} if req.state_check else {}
@@ -239,8 +239,9 @@ def handle_take_outputs(worker, req: messages.TakeOutputsRequest) -> dict:
         worker.last_outputs = picked
         return {"ok": True, "outputs": {r: to_cpu(cuda_ipc.export_outputs(o, worker.exports)) if o is not None
                                         else None for r, o in picked.items()}, **state}
+    picked = {r: to_device(o, "cpu") if o is not None else None for r, o in picked.items()}  # host chunks whole
     worker.last_outputs = picked
-    return {"ok": True, "outputs": {r: to_cpu(o) if o is not None else None for r, o in picked.items()}, **state}
+    return {"ok": True, "outputs": picked, **state}
 
 
 def handle_time_reference(worker, req: messages.TimeReferenceRequest) -> dict:
@@ -295,36 +296,32 @@ def handle_time_compile(worker, req: messages.TimeCompileRequest) -> dict:
 
 
 def _to_host(out):
-    """A host copy of a kept output too large to hold on the device. A GPU tensor goes to page-locked memory: a copy
-    into fresh pageable memory of a 6.4 GB output took seconds (the driver stages it and the pages fault in), and the
-    timing loop makes one per kept round, several per run as the reservoir replaces them; torch's host allocator
-    keeps the freed page-locked blocks for the next copy of the same size. Pageable where pinning fails."""
-    import torch
+    """A host copy of a kept output too large to hold on the device, in page-locked byte chunks (`inputs.to_host`): a
+    copy into fresh pageable memory of a 6.4 GB output took seconds (the driver stages it and the pages fault in),
+    and the timing loop keeps one per audited and checked round, in every fresh worker; page-locking is paid per
+    byte (2-2.8 GiB/s fresh on an H100, docs/benchmarks.md *The host link*), and whole tensors would be page-locked in
+    power-of-two blocks (8 GiB for a 6 GiB output). A replaced output's chunks go back to torch's host allocator for
+    the next kept one. Pageable where page-locked memory cannot be had."""
+    from musacoder.judge.inputs import to_host
 
-    from musacoder.judge.inputs import map_tensors
-
-    def one(t):
-        if t.is_cuda:
-            try:
-                host = torch.empty_like(t, device="cpu", pin_memory=True)  # its strides kept
-                host.copy_(t.detach())
-                return host
-            except RuntimeError:  # no page-locked memory to be had: the pageable copy below
-                pass
-        return t.detach().to("cpu", copy=True)
-
-    return map_tensors(one, out)
+    return to_host(out, pinned=True)
 
 
 def _to_device(out, device: str):
-    """Large host tensors of `out` back on `device` (for a CUDA IPC export); everything else as it is."""
-    from musacoder.judge.inputs import map_tensors
+    """Kept outputs whole on `device` (for a CUDA IPC export): host chunks (`_to_host`) and large host tensors moved
+    there, everything else as it is."""
+    import torch
 
-    def one(t):
-        big = t.numel() * t.element_size() >= (64 << 20)
-        return t.to(device) if not t.is_cuda and device.startswith("cuda") and big else t
+    from musacoder.judge.inputs import HostTensor
 
-    return map_tensors(one, out)
+    if isinstance(out, HostTensor):
+        return out.to_device(device)
+    if isinstance(out, torch.Tensor):
+        big = out.numel() * out.element_size() >= (64 << 20)
+        return out.to(device) if not out.is_cuda and device.startswith("cuda") and big else out
+    if isinstance(out, (list, tuple)):
+        return type(out)(_to_device(x, device) for x in out)
+    return out
 
 
 def _clone(out):
