@@ -2,17 +2,20 @@
 
     python benchmarks/host_link.py --sizes-gib 0.5,2,6 --repeats 3 --json host_link.json      # needs a GPU
 
-The task cache keeps a trial's reference case in pageable host memory (`torch.Tensor.to("cpu")`) and copies it back
-to the comparison GPU for each later candidate; `correctness.worth_keeping` keeps a case only where computing it
-again takes longer than that copy back at `correctness.HOST_LINK_BYTES_S`. The worker keeps large timed outputs in
-page-locked memory (`worker.timing_ops._to_host`). Per size this measures, each the median of --repeats:
+The task cache keeps a trial's reference case in host memory (page-locked chunks where it is compared on a GPU,
+`inputs.to_host`; pageable before) and copies it back to the comparison GPU for each later candidate;
+`correctness.worth_keeping` keeps a case only where computing it again takes longer than its bytes take over the
+link at `correctness.HOST_LINK_BYTES_S`. The worker keeps large timed outputs in page-locked memory
+(`worker.timing_ops._to_host`). Per size this measures, each the median of --repeats:
 
-- `d2h pageable fresh`: into a new pageable tensor (its pages fault in during the copy), as the cache keeps a case;
+- `d2h pageable fresh`: into a new pageable tensor (its pages fault in during the copy), as the cache kept a case;
 - `d2h pageable reused`: into a pageable tensor written before;
 - `d2h pinned fresh`: a new page-locked tensor and the copy into it (torch's host allocator emptied first, so the
   page locking is paid), as the worker's first kept output;
 - `d2h pinned reused`: into a page-locked tensor written before;
-- `h2d pageable`, `h2d pinned`: back to the GPU, as a later candidate's case.
+- `h2d pageable`, `h2d pinned`: back to the GPU;
+- `d2h pinned chunks fresh`, `h2d pinned chunks`: the same in page-locked 64 MiB chunks (`inputs.to_host`, torch's
+  host allocator emptied first), as the task cache keeps a case on a GPU host and a worker a large kept output.
 
 Prints a table (seconds, GiB/s) and writes JSON.
 """
@@ -37,6 +40,8 @@ def _timed(fn, sync) -> float:
 def measure(size_gib: float, repeats: int, device: str = "cuda:0") -> list[dict]:
     import torch
 
+    from musacoder.judge.inputs import to_host
+
     n = int(size_gib * 2**30) // 4
     sync = torch.cuda.synchronize
     gpu = torch.rand(n, device=device)
@@ -59,6 +64,12 @@ def measure(size_gib: float, repeats: int, device: str = "cuda:0") -> list[dict]
         add("d2h pinned fresh", _timed(lambda: got.append(torch.empty(n, pin_memory=True).copy_(gpu)), sync))
         del got
         add("d2h pinned reused", _timed(lambda: pinned.copy_(gpu), sync))
+        if hasattr(torch._C, "_host_emptyCache"):
+            torch._C._host_emptyCache()
+        kept: list = []
+        add("d2h pinned chunks fresh", _timed(lambda: kept.append(to_host(gpu, pinned=True)), sync))
+        add("h2d pinned chunks", _timed(lambda: kept[0].to_device(device), sync))
+        del kept
         add("h2d pageable", _timed(lambda: gpu.copy_(pageable), sync))
         add("h2d pinned", _timed(lambda: gpu.copy_(pinned), sync))
     nbytes = n * 4
