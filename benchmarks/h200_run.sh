@@ -33,13 +33,14 @@
 #   What is still owed after the H100 runs of 2026-12-06 and -07 (docs/benchmarks.md: run 8 measured the 16 x 8 load
 #   largest first with the cache and hold fixes, 15.7 a minute; the 6.4 GB ReLU x 8, the faults at full size and the
 #   host link ran): the 16 x 8 load in the order given on the machine of a largest-first run (RL_SCHEDULE=ahead, then
-#   RL_SCHEDULE=largest, RL_TAG naming each; predicted from run 8's replay: 14.2-14.4 a minute in the order given
-#   against 15.5-15.7 largest first) and its warm second round on its own (STEPS=rlload RL_ONLY='level2/*'
+#   RL_SCHEDULE=largest, RL_TAG naming each; with the task cache's cases page-locked, predicted from run 8's replay:
+#   17.3-19.1 a minute in the order given, 19.2-19.4 largest first) and its warm second round on its own (STEPS=rlload RL_ONLY='level2/*'
 #   RL_ROUNDS=2 SMI_MS=500 T_RL8=560, then again with MUSACODER_CACHE_DIR's build cache filled, the machine kept
 #   warm); the side by side warm phase alone after a cold one on the same machine (STEPS=anchor ANC_ONLY='level2/*'
 #   ANC_LIMIT=16 ANC_WORKERS=16 ANC_PHASES=cold ANC_WORK=.anc, then the same with ANC_PHASES=warm on the machine kept
 #   warm: the two phases of 16 take about 480 + 230 s, more than one call); STEPS="golden" GOLD_ONLY='level1/19_*'
-#   T_GOLD=130; STEPS=corpus CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (the hoarding rule on the GPU and the
+#   T_GOLD=130; STEPS=same8 SAME8_TASKS=level1/19_ReLU SAME8_SHARE=true again (kept outputs in page-locked chunks:
+#   predicted timing 15 -> about 11 s a copy, about 2.3 a minute); STEPS=corpus CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (the hoarding rule on the GPU and the
 #   CPU-backend candidates at full size)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
