@@ -87,24 +87,20 @@ def make_init_inputs(module, seed: int) -> list:
         return list(module.get_init_inputs())
 
 
-def map_tensors(fn, obj):
-    """`obj` with `fn` applied to every tensor in it, through nested lists and tuples (their types kept)."""
-    if isinstance(obj, torch.Tensor):
+def map_tensors(fn, obj, leaves: tuple[type, ...] = (torch.Tensor,)):
+    """`obj` with `fn` applied to every tensor in it (every instance of `leaves`), through nested lists and tuples
+    (their types kept)."""
+    if isinstance(obj, leaves):
         return fn(obj)
     if isinstance(obj, (list, tuple)):
-        return type(obj)(map_tensors(fn, x) for x in obj)
+        return type(obj)(map_tensors(fn, x, leaves) for x in obj)
     return obj
 
 
 def to_device(obj, device: str):
     """Clone every tensor onto `device` (the candidate always gets its own copies); a `HostTensor` comes back whole."""
-    if isinstance(obj, HostTensor):
-        return obj.to_device(device)
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to(device=device, copy=True)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(to_device(x, device) for x in obj)
-    return obj
+    return map_tensors(lambda t: t.to_device(device) if isinstance(t, HostTensor)
+                       else t.detach().to(device=device, copy=True), obj, (torch.Tensor, HostTensor))
 
 
 def to_cpu(obj):

@@ -312,16 +312,15 @@ def _to_device(out, device: str):
     there, everything else as it is."""
     import torch
 
-    from musacoder.judge.inputs import HostTensor
+    from musacoder.judge.inputs import HostTensor, map_tensors
 
-    if isinstance(out, HostTensor):
-        return out.to_device(device)
-    if isinstance(out, torch.Tensor):
-        big = out.numel() * out.element_size() >= (64 << 20)
-        return out.to(device) if not out.is_cuda and device.startswith("cuda") and big else out
-    if isinstance(out, (list, tuple)):
-        return type(out)(_to_device(x, device) for x in out)
-    return out
+    def one(t):
+        if isinstance(t, HostTensor):
+            return t.to_device(device)
+        big = t.numel() * t.element_size() >= (64 << 20)
+        return t.to(device) if not t.is_cuda and device.startswith("cuda") and big else t
+
+    return map_tensors(one, out, (torch.Tensor, HostTensor))
 
 
 def _clone(out):
