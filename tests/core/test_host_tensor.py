@@ -78,3 +78,41 @@ def test_a_large_kept_timing_output_goes_to_host_chunks_and_is_handed_over_whole
     assert torch.equal(got[4][0], big) and torch.equal(got[4][1], small) and worker.held == {}
     again = handle_resend(worker, None)["outputs"]
     assert torch.equal(again[4][0], big) and again[4][0].data_ptr() != got[4][0].data_ptr()
+
+
+def test_writes_fill_fresh_chunks_in_pieces_that_straddle_them(monkeypatch):
+    """`HostTensor.empty` + `write`: pieces of any size, at any element offset, land across chunk edges; a piece that
+    runs past the end or has another dtype is refused."""
+    import pytest
+
+    monkeypatch.setattr(inputs, "HOST_CHUNK_BYTES", 1000)  # 250 float32 per chunk
+    torch.manual_seed(2)
+    whole = torch.randn(31, 37)
+    kept = HostTensor.empty((31, 37), torch.float32, pinned=True)
+    assert kept.nbytes == whole.nbytes and len(kept.chunks) == -(-whole.nbytes // 1000)
+    flat = whole.reshape(-1)
+    for at in range(0, flat.numel(), 333):  # pieces of 333 elements straddle the 250-element chunks
+        kept.write(at, flat[at:at + 333])
+    assert torch.equal(kept.to_device("cpu"), whole)
+    with pytest.raises(ValueError):
+        kept.write(flat.numel() - 5, flat[:10])
+    with pytest.raises(ValueError):
+        kept.write(0, flat[:10].double())
+
+
+def test_the_float64_difference_is_written_straight_into_chunks(monkeypatch):
+    """`ref64_delta(into=...)` fills the given chunks and returns them: the same values as the plain host tensor, and
+    None (nothing kept) where the difference cannot stand for the float64 reference."""
+    from musacoder.judge import compare
+    from musacoder.judge.compare import ref64_delta
+
+    monkeypatch.setattr(inputs, "HOST_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(compare, "CHUNK", 700)  # comparison chunks that do not line up with the host ones
+    torch.manual_seed(3)
+    r64 = torch.randn(90, 41, dtype=torch.float64)
+    r32 = r64.float()
+    into = HostTensor.empty(tuple(r64.shape), torch.float32, pinned=True)
+    got = ref64_delta(r32, r64, into)
+    assert got is into and torch.equal(got.to_device("cpu"), ref64_delta(r32, r64))
+    r64[3, 4] = 1e300  # beyond float32's range
+    assert ref64_delta(r32, r64, HostTensor.empty(tuple(r64.shape), torch.float32, pinned=True)) is None

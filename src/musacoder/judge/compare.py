@@ -147,7 +147,7 @@ def max_abs_error(y: torch.Tensor, ref64: torch.Tensor, device: str | torch.devi
                default=0.0)
 
 
-def ref64_delta(r32: torch.Tensor, ref64: torch.Tensor) -> torch.Tensor | None:
+def ref64_delta(r32: torch.Tensor, ref64: torch.Tensor, into=None):
     """The float64 reference kept as its difference from the fp32 reference output: d = fl32(ref64 − r32), float32
     on the host, half of ref64's bytes (the per-task cache keeps a trial's case as r32 and d, a third less than r32
     and ref64). `ref64_from_delta` gives back r64' = r32 + d in float64, per entry within
@@ -155,12 +155,14 @@ def ref64_delta(r32: torch.Tensor, ref64: torch.Tensor) -> torch.Tensor | None:
     float32's smallest subnormal step): about 10⁻⁷ of the fp32 reference's own error, which the precision rule's bounds
     exceed 16-fold (`Yardstick.bound`). Only ref64's finite entries are ever compared against (`_finite_pairs`), so r64'
     must be finite exactly where ref64 is. None where that bound or that pattern does not hold (a difference beyond
-    float32's range, an infinity in r32 where ref64 is finite): keep ref64 itself. Chunked on ref64's device."""
+    float32's range, an infinity in r32 where ref64 is finite): keep ref64 itself. Chunked on ref64's device, each
+    chunk of d written into `into` where given (a float32 `inputs.HostTensor` of ref64's shape: page-locked chunks,
+    straight from the device) and returned, else into a new host tensor."""
     if r32.dtype != torch.float32 or ref64.dtype != torch.float64 or r32.shape != ref64.shape:
         return None
-    out = torch.empty(ref64.shape, dtype=torch.float32)
-    flat = out.view(-1)
-    for s, (rc, r64) in zip(range(0, flat.numel(), CHUNK), zip(_chunks(r32.to(ref64.device)), _chunks(ref64))):
+    out = into if into is not None else torch.empty(ref64.shape, dtype=torch.float32)
+    write = out.write if into is not None else (lambda at, d, flat=out.view(-1): flat[at:at + d.numel()].copy_(d))
+    for s, (rc, r64) in zip(range(0, ref64.numel(), CHUNK), zip(_chunks(r32.to(ref64.device)), _chunks(ref64))):
         diff = r64 - rc.double()
         d = diff.float()
         back = rc.double() + d.double()
@@ -172,7 +174,7 @@ def ref64_delta(r32: torch.Tensor, ref64: torch.Tensor) -> torch.Tensor | None:
         bound = diff.abs() * 2.0 ** -23 + r64.abs() * 2.0 ** -51 + 2.0 ** -148
         if not bool(((back - r64).abs() <= bound).all()):
             return None
-        flat[s:s + d.numel()].copy_(d.reshape(-1))
+        write(s, d.reshape(-1))
     return out
 
 

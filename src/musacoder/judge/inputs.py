@@ -123,6 +123,31 @@ class HostTensor:
     def __init__(self, chunks: tuple, dtype: torch.dtype, shape: tuple):
         self.chunks, self.dtype, self.shape = chunks, dtype, shape
 
+    @classmethod
+    def empty(cls, shape: tuple, dtype: torch.dtype, pinned: bool) -> "HostTensor":
+        """Fresh chunks for a contiguous tensor of `shape` and `dtype` (page-locked with `pinned`, where they can be
+        had), to be filled by `write`."""
+        size = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        return cls(tuple(_host_bytes(min(HOST_CHUNK_BYTES, size - at), pinned)
+                         for at in range(0, size, HOST_CHUNK_BYTES)), dtype, tuple(shape))
+
+    def write(self, at: int, t: torch.Tensor) -> None:
+        """Copy `t` (of this dtype, any device) into the elements from flat index `at` on: a device tensor goes
+        straight into the chunks, without a pageable copy between."""
+        if t.dtype != self.dtype:
+            raise ValueError(f"write of a {t.dtype} tensor into a {self.dtype} one")
+        src = t.detach().reshape(-1).view(torch.uint8)
+        first = at * t.element_size()
+        done = 0
+        for i, c in enumerate(self.chunks):
+            start = i * HOST_CHUNK_BYTES  # every chunk but the last holds exactly HOST_CHUNK_BYTES
+            lo, hi = max(first, start), min(first + src.numel(), start + c.numel())
+            if lo < hi:
+                c[lo - start:hi - start].copy_(src[lo - first:hi - first])
+                done += hi - lo
+        if done != src.numel():
+            raise ValueError(f"write of {src.numel()} bytes at element {at} runs past a {self.nbytes}-byte tensor")
+
     @property
     def nbytes(self) -> int:
         return sum(c.numel() for c in self.chunks)
@@ -136,6 +161,14 @@ class HostTensor:
         return out.view(self.dtype).view(self.shape)
 
 
+def _host_bytes(n: int, pinned: bool) -> torch.Tensor:
+    """`n` bytes of host memory, page-locked with `pinned` (pageable where page-locked memory cannot be had)."""
+    try:
+        return torch.empty(n, dtype=torch.uint8, pin_memory=pinned)
+    except RuntimeError:  # no page-locked memory to be had
+        return torch.empty(n, dtype=torch.uint8)
+
+
 def to_host(obj, pinned: bool):
     """Every tensor of `obj` copied to the host, each contiguous one as a `HostTensor` in page-locked chunks with
     `pinned` (pageable where page-locked memory cannot be had), the others as `to_cpu` copies them."""
@@ -147,14 +180,8 @@ def to_host(obj, pinned: bool):
             flat = None
         if flat is None:
             return t.to("cpu", copy=True)
-        chunks = []
-        for at in range(0, flat.numel(), HOST_CHUNK_BYTES):
-            part = flat[at:at + HOST_CHUNK_BYTES]
-            try:
-                c = torch.empty(part.numel(), dtype=torch.uint8, pin_memory=pinned)
-            except RuntimeError:  # no page-locked memory to be had
-                c = torch.empty(part.numel(), dtype=torch.uint8)
-            chunks.append(c.copy_(part))
+        chunks = [_host_bytes(min(HOST_CHUNK_BYTES, flat.numel() - at), pinned).copy_(flat[at:at + HOST_CHUNK_BYTES])
+                  for at in range(0, flat.numel(), HOST_CHUNK_BYTES)]
         return HostTensor(tuple(chunks), t.dtype, tuple(t.shape))
 
     return map_tensors(one, obj)

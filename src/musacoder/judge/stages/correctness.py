@@ -19,8 +19,8 @@ import torch
 
 from musacoder.judge.compare import (Precision, Yardstick, compare_outputs, float_leaves, max_abs_error, ref64_delta,
                                      ref64_from_delta, rel_error, round_mantissa, round_mantissa_, task_audit)
-from musacoder.judge.inputs import (make_init_inputs, make_inputs, nbytes, output_spec, seed_for, seeded, to_cpu,
-                                    to_device, to_host)
+from musacoder.judge.inputs import (HostTensor, make_init_inputs, make_inputs, nbytes, output_spec, seed_for, seeded,
+                                    to_cpu, to_device, to_host)
 from musacoder.judge.messages import HARNESS_PARTS, CallReport, InitReply, InitRequest, TrialReply, TrialRequest
 from musacoder.judge.sandbox import Sandbox
 from musacoder.judge.slots import give_back_cached, is_oom
@@ -337,10 +337,12 @@ def _kept_yardsticks(precision: Precision | None, out, pinned: bool = False) -> 
     kept = Precision()
     for path, y in precision.leaves.items():
         r32 = outs.get(path)
-        d = ref64_delta(r32, y.ref64) if r32 is not None else None
-        if pinned:
-            d = to_host(d if d is not None else y.ref64, pinned=True)
-        kept.leaves[path] = dataclasses.replace(y, ref64=d if d is not None else to_cpu(y.ref64))
+        # on a GPU the difference goes straight into page-locked chunks, not through a pageable copy first
+        into = HostTensor.empty(tuple(y.ref64.shape), torch.float32, pinned=True) if pinned else None
+        d = ref64_delta(r32, y.ref64, into) if r32 is not None else None
+        if d is None:
+            d = to_host(y.ref64, pinned=True) if pinned else to_cpu(y.ref64)
+        kept.leaves[path] = dataclasses.replace(y, ref64=d)
     return kept
 
 
