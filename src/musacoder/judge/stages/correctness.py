@@ -338,7 +338,8 @@ def _kept_yardsticks(precision: Precision | None, out, pinned: bool = False) -> 
     for path, y in precision.leaves.items():
         r32 = outs.get(path)
         # on a GPU the difference goes straight into page-locked chunks, not through a pageable copy first
-        into = HostTensor.empty(tuple(y.ref64.shape), torch.float32, pinned=True) if pinned else None
+        into = HostTensor.empty(tuple(y.ref64.shape), torch.float32, pinned=True) if pinned and r32 is not None \
+            else None
         d = ref64_delta(r32, y.ref64, into) if r32 is not None else None
         if d is None:
             d = to_host(y.ref64, pinned=True) if pinned else to_cpu(y.ref64)
