@@ -81,6 +81,40 @@ def measured_times(rows_path: Path) -> dict[str, list[tuple[float, float]]]:
     return out
 
 
+# the stages in which the trusted side holds a trial's reference case, the candidate's outputs and their comparison
+# on the device: the correctness trials and the re-check rounds
+TRIAL_STAGES = ("correctness.reference", "correctness.calls", "correctness.compare", "recheck.outputs",
+                "recheck.reference", "recheck.compare")
+
+
+def reservation_seconds(rows: list[dict], footprints: dict) -> tuple[float, float]:
+    """GiB·s the verifications of a run's first round (`rows`, an `rl_load.py` run's) reserved, Σ reservation ×
+    admitted seconds, two ways: as admission reserves today (the worker's side as reserved, `memory_estimate_gb`,
+    plus `Footprint.trusted`, for the whole admitted time), and with the trusted side's trial part, trusted −
+    TRUSTED_FIXED − 4·W (a case's inputs, outputs and temporaries), reserved only for the seconds of `TRIAL_STAGES`.
+    The second applies to large tasks only (`slots.is_large`): their trusted side gives its cached blocks back after
+    each trial, while a smaller task's stay cached on its stream and would be counted free while held. 60 · n ·
+    capacity / GiB·s bounds the verdicts a minute either way. `footprints`: task id → `Footprint`."""
+    from musacoder.judge.slots import GiB, TRUSTED_FIXED, is_large
+
+    whole = split = 0.0
+    for r in rows:
+        if r.get("round", 1) != 1 or r.get("wall_s") is None or not r.get("memory_estimate_gb"):
+            continue
+        fp, st = footprints[r["task"]], r.get("stage_s") or {}
+        before = sum(float(st.get(k, 0.0)) for k in BEFORE_ADMISSION)
+        admitted = max(0.0, float(r["wall_s"]) - before - float(st.get("admission_wait", 0.0)))
+        worker = float(r["memory_estimate_gb"]["worker"]) * GiB
+        whole += (worker + fp.trusted) * admitted
+        if is_large(fp):
+            trial = fp.trusted - TRUSTED_FIXED - 4 * fp.weights
+            held = min(admitted, sum(float(st.get(k, 0.0)) for k in TRIAL_STAGES))
+            split += (worker + fp.trusted - trial) * admitted + trial * held
+        else:
+            split += (worker + fp.trusted) * admitted
+    return whole / GiB, split / GiB
+
+
 def batch_order(tasks: list[tuple[str, object]], copies: int, workers: int) -> list[tuple[str, object, int]]:
     """(task id, footprint, copy) in the order `batch.by_task` runs a batch of `copies` jobs per task."""
     from types import SimpleNamespace
@@ -235,6 +269,16 @@ def main() -> None:
               f"{r['most_reserved_gib']} | {r['most_holding']} |", flush=True)
     slots.WORKER_FIXED, slots.TRUSTED_FIXED = int(now[0] * GiB), int(now[1] * GiB)
     slots.SLACK, slots.TRUSTED_SLACK = now[2], now[3]
+    if args.times is not None:
+        rows = [json.loads(line) for line in args.times.read_text().splitlines() if line.strip()]
+        n = sum(1 for r in rows if r.get("round", 1) == 1)
+        whole, split = reservation_seconds(rows, dict(tasks))
+        cap = 0.85 * args.gpu_gib
+        print(f"\nReservations x admitted seconds of the {n} measured verifications: {whole:,.0f} GiB*s as reserved "
+              f"(at most {60 * n * cap / whole:.1f} verdicts/min on {cap:.0f} GiB usable), {split:,.0f} GiB*s with "
+              f"the trusted side's trial part held only in the trials and re-check rounds of large tasks (at most "
+              f"{60 * n * cap / split:.1f})")
+        results.append({"reservation_gib_s": round(whole), "reservation_gib_s_trial_part": round(split)})
     if args.json:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results},
                                         indent=1))
