@@ -19,7 +19,9 @@ With `--times ROWS` (an `rl_load.py` run's `.rows.jsonl`, its first round) each 
 task's measured verifications spent before admission (static checks, footprint, worker start, build, binary rule:
 the pool place held, no memory) and after it (`wall_s` less those and the admission wait), the task's slowest start
 given to its first job; and the jobs run in the order a batch gives them (`batch.by_task`, each task's first job
-started ahead). That replays a measured load under another order or rule, rather than the 6 s + 4 s/GiB model.
+started ahead). That replays a measured load under another order or rule, rather than the 6 s + 4 s/GiB model. It
+then prints the measured run's reservations × admitted seconds and the bound they set, as reserved and with the
+trusted side's trial part held only in the trials and re-checks (`reservation_seconds`).
 """
 
 from __future__ import annotations
