@@ -64,6 +64,14 @@ BEFORE_ADMISSION = ("static", "task_key", "reference_load", "footprint", "worker
                     "build_wait", "binary_legality", "load")
 
 
+def before_and_admitted(row: dict) -> tuple[float, float]:
+    """One measured verification's seconds before admission (`BEFORE_ADMISSION`) and admitted: its wall less those
+    and its admission wait."""
+    st = row.get("stage_s") or {}
+    before = sum(float(st.get(k, 0.0)) for k in BEFORE_ADMISSION)
+    return before, max(0.0, float(row["wall_s"]) - before - float(st.get("admission_wait", 0.0)))
+
+
 def measured_times(rows_path: Path) -> dict[str, list[tuple[float, float]]]:
     """Per task id: (seconds before admission, seconds admitted) of each verification of the run's first round, the
     largest start first (the task's first job pays its build and reference work)."""
@@ -74,10 +82,7 @@ def measured_times(rows_path: Path) -> dict[str, list[tuple[float, float]]]:
         r = json.loads(line)
         if r.get("round", 1) != 1 or r.get("wall_s") is None:
             continue
-        st = r.get("stage_s") or {}
-        before = sum(float(st.get(k, 0.0)) for k in BEFORE_ADMISSION)
-        admitted = max(0.0, float(r["wall_s"]) - before - float(st.get("admission_wait", 0.0)))
-        out.setdefault(r["id"].split("#")[0], []).append((before, admitted))
+        out.setdefault(r["id"].split("#")[0], []).append(before_and_admitted(r))
     for times in out.values():
         times.sort(key=lambda t: -t[0])
     return out
@@ -104,8 +109,7 @@ def reservation_seconds(rows: list[dict], footprints: dict) -> tuple[float, floa
         if r.get("round", 1) != 1 or r.get("wall_s") is None or not r.get("memory_estimate_gb"):
             continue
         fp, st = footprints[r["task"]], r.get("stage_s") or {}
-        before = sum(float(st.get(k, 0.0)) for k in BEFORE_ADMISSION)
-        admitted = max(0.0, float(r["wall_s"]) - before - float(st.get("admission_wait", 0.0)))
+        admitted = before_and_admitted(r)[1]
         worker = float(r["memory_estimate_gb"]["worker"]) * GiB
         whole += (worker + fp.trusted) * admitted
         if is_large(fp):
