@@ -1,22 +1,14 @@
 """benchmarks/admission_sim.py's memory × time figures from a run's rows: what the verifications reserved over their
 admitted seconds, and what they would with the trusted side's trial part held only in the trials and re-checks."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from musacoder.judge.slots import GiB, TRUSTED_FIXED, Footprint
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "admission_sim.py"
 
-
-@pytest.fixture(scope="module")
-def sim():
-    spec = importlib.util.spec_from_file_location("admission_sim_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def sim(benchmark_script):
+    return benchmark_script("admission_sim")
 
 
 def row(task, wall, before, wait, trial_s, worker_gib, rnd=1):

@@ -1,16 +1,10 @@
 """benchmarks/musa_roundtrip.py in its dry mode (no GPU): every candidate asked for is ported completely."""
 
-import importlib.util
 import json
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_dry_run_ports_the_candidates(tmp_path):
-    spec = importlib.util.spec_from_file_location("musa_roundtrip", ROOT / "benchmarks" / "musa_roundtrip.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_dry_run_ports_the_candidates(tmp_path, benchmark_script):
+    mod = benchmark_script("musa_roundtrip")
     out = tmp_path / "rt.json"
     rc = mod.main(["--kernelbench-dir", str(tmp_path), "--dry-run", "--only", "level1/19_*", "--only", "level2/1_*",
                    "--json", str(out)])

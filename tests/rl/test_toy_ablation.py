@@ -1,20 +1,13 @@
 """benchmarks/ablation.py's figures from metrics rows: final pass@1, steps to threshold, keep rate, buffer."""
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "ablation.py"
 
-
-@pytest.fixture(scope="module")
-def ablation():
-    spec = importlib.util.spec_from_file_location("ablation_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def ablation(benchmark_script):
+    return benchmark_script("ablation")
 
 
 def rows(evals):
