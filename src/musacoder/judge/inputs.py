@@ -174,15 +174,15 @@ def to_host(obj, pinned: bool):
     `pinned` (pageable where page-locked memory cannot be had), the others as `to_cpu` copies them."""
     def one(t: torch.Tensor):
         t = t.detach()
-        try:
-            flat = t.reshape(-1).view(torch.uint8) if t.is_contiguous() and t.numel() else None
-        except RuntimeError:  # a dtype without a byte view
-            flat = None
-        if flat is None:
+        if not (t.is_contiguous() and t.numel()):
             return t.to("cpu", copy=True)
-        chunks = [_host_bytes(min(HOST_CHUNK_BYTES, flat.numel() - at), pinned).copy_(flat[at:at + HOST_CHUNK_BYTES])
-                  for at in range(0, flat.numel(), HOST_CHUNK_BYTES)]
-        return HostTensor(tuple(chunks), t.dtype, tuple(t.shape))
+        try:
+            t.view(-1).view(torch.uint8)
+        except RuntimeError:  # a dtype without a byte view
+            return t.to("cpu", copy=True)
+        kept = HostTensor.empty(tuple(t.shape), t.dtype, pinned)
+        kept.write(0, t)
+        return kept
 
     return map_tensors(one, obj)
 
