@@ -9,6 +9,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 
+class UnusableArgument(ValueError):
+    """The caller's arguments or settings cannot be verified with (an unknown backend, a compile baseline asked of
+    MUSA). `musacoder.judge.pipeline.verify` raises it, and only it and a missing file, rather than give a verdict:
+    every other error inside a verification is the verifier's (`infra_error`) or the candidate's."""
+
+
 def default_cache_dir() -> Path:
     """Build cache root: `$MUSACODER_CACHE_DIR`, else `~/.cache/musacoder`."""
     env = os.environ.get("MUSACODER_CACHE_DIR")

@@ -184,6 +184,30 @@ def test_verifier_failure_is_infra_error_exit_3(tmp_path, monkeypatch):
     assert "harness fault" in out["error"] and "Next:" not in out["feedback"]
 
 
+@pytest.mark.parametrize("fault", [ValueError, FileNotFoundError])
+def test_value_error_of_the_verifier_is_infra_error_not_raised(monkeypatch, fault):
+    """Only unusable arguments leave `verify` as exceptions: a `ValueError` (or a missing file) raised by the
+    verifier's own code inside the stages is an `infra_error` verdict, never the end of the caller's batch."""
+    from musacoder.judge import pipeline
+    from musacoder.legality import static
+
+    def broken(*args, **kwargs):
+        raise fault("a guard of the trusted side's own code")
+
+    monkeypatch.setattr(static, "check_static", broken)
+    v = pipeline.verify(RELU, LEGIT, backend="cpu")
+    assert v.status == "infra_error" and "guard of the trusted side" in v.error
+
+
+def test_unknown_backend_through_the_api_is_an_unusable_argument():
+    from musacoder.config import UnusableArgument
+    from musacoder.judge import pipeline
+
+    with pytest.raises(UnusableArgument, match="unknown backend 'rocm'"):
+        pipeline.verify(RELU, LEGIT, backend="rocm")
+    assert issubclass(UnusableArgument, ValueError)  # callers that catch ValueError keep working
+
+
 def test_table_in_docs_lists_every_tested_row():
     doc = (REPO / "docs" / "errors.md").read_text()
     table = doc.split("<!-- error-table -->")[1]

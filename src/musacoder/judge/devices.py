@@ -21,11 +21,13 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from musacoder.config import UnusableArgument
+
 SHIM_ENV = "MUSACODER_MUSA_SHIM"
 GPU_PREFIXES = ("cuda", "musa")
 
 
-class BackendUnavailable(ValueError):
+class BackendUnavailable(UnusableArgument):
     """The backend's runtime is not installed or sees no device (a usage error: the CLI exits 2)."""
 
 
@@ -137,5 +139,5 @@ def check_musa_config(backend: str, baseline: str, time_compile_baseline: bool) 
     if backend != "musa":
         return
     if baseline == "compile" or time_compile_baseline:
-        raise ValueError("backend musa: no torch.compile baseline on MUSA; use the eager baseline "
+        raise UnusableArgument("backend musa: no torch.compile baseline on MUSA; use the eager baseline "
                          "(--baseline eager, time_compile_baseline=False)")

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from musacoder.config import VerifyConfig
+from musacoder.config import UnusableArgument, VerifyConfig
 from musacoder.judge import isolation, slots
 from musacoder.judge.baseline import source_with_overrides
 from musacoder.judge.sandbox import WorkerDied, WorkerStartFailed, WorkerTimeout
@@ -243,7 +243,10 @@ def verify(task: Task | str | Path, candidate: str | Path, backend: str | None =
     `backend` defaults to what the candidate's code shows (`cpu` when it shows nothing). `cache`: the per-task cache
     shared with the other candidates of the batch (`musacoder.judge.task_cache`); None uses the process's own, which
     rotates on a timer (`VerifyConfig.share_reference` off: none). Always returns a Verdict; raises only for unusable
-    arguments (missing task file, unknown override, unknown backend).
+    arguments, before anything runs (missing or unreadable task or candidate file, unknown override) or as
+    `UnusableArgument` from a stage (unknown backend, a backend whose runtime is missing, a compile baseline on
+    MUSA). Any other exception inside the stages, a `ValueError` of the verifier's own code included, is the
+    verifier's fault: an `infra_error` verdict.
     """
     cfg = config or VerifyConfig()
     t = task_with_overrides(task, overrides) if isinstance(task, Task) else load_task(task, overrides)
@@ -253,7 +256,7 @@ def verify(task: Task | str | Path, candidate: str | Path, backend: str | None =
     try:
         with exact_fp32():
             verdict = run(ctx)
-    except (ValueError, FileNotFoundError):
+    except UnusableArgument:
         raise
     except Exception as e:  # noqa: BLE001 - anything unexpected on the trusted side is an infrastructure error
         ctx.verdict.error = f"{type(e).__name__}: {e}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from musacoder.candidates import extract_code
+from musacoder.config import UnusableArgument
 from musacoder.legality import static as static_rules
 from musacoder.legality.static import StaticReport
 from musacoder.records import BACKENDS
@@ -25,7 +26,7 @@ def extract_and_check(ctx: RunContext) -> StaticReport:
     v.stages["extract"] = "ok"
     backend = chosen_backend(ctx.requested_backend, cand.backend)
     if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        raise UnusableArgument(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     ctx.code, ctx.backend = cand.code, backend
     v.backend = backend
     if backend == "musa":  # torch_musa (or the shim) must be there, and MUSA has no torch.compile baseline
