@@ -11,6 +11,7 @@ import pytest
 
 from musacoder import VerifyConfig, verify
 from musacoder.build.cache import cuda_home
+from musacoder.judge.messages import WINDOW_PARTS
 
 REPO = Path(__file__).resolve().parents[2]
 EX = REPO / "examples"
@@ -29,6 +30,8 @@ def test_cpu_candidate_with_weights_of_kept_submodule():
     # a stage's parts are inside its own figure
     assert v.stage_s["correctness.calls"] <= v.stage_s["correctness"] + 1e-3
     assert v.stage_s["timing.audit.call"] <= v.stage_s["timing"] + 1e-3
+    window = sum(v.stage_s.get(f"timing.window.{p}", 0.0) for p in WINDOW_PARTS)
+    assert v.stage_s["timing.window.candidate"] > 0 and window <= v.stage_s["timing"] + 1e-3
     assert all(s >= 0 for s in v.stage_s.values()) and v.stage_s["timing"] > 0
 
 

@@ -102,3 +102,43 @@ def test_asking_again_for_a_round_refills_its_set_in_place_with_the_same_content
     a2 = sets(2)[0]
     assert a2 is a0 and not torch.equal(a2, first)  # round 2 reuses set 0 with its own contents
     assert len(sets.sets) == 2 and a1 is not a0
+
+
+def test_the_reply_splits_the_window_wall_by_part():
+    """`parts_s`: where the exclusive window's wall went (every part of `WINDOW_PARTS`, seconds), the slow parts
+    where they ran: a slow reference shows under `reference`, a slow audited call under `audit`, a slow keep under
+    `keep` and not under `candidate`, whose calls made the keeps."""
+    import time
+
+    w = _Worker()
+    ref = w.ref_model
+
+    def slow_ref(x):
+        time.sleep(0.02)
+        return ref(x)
+
+    w.ref_model = slow_ref
+    real_forward = w.forward
+
+    def slow_forward(args, profile, **kw):
+        time.sleep(0.05)
+        return real_forward(args, profile, **kw)
+
+    w.forward = slow_forward
+    run_keep = timing_ops._TimedRun.keep
+
+    def slow_keep(self, out):
+        time.sleep(0.03)
+        return run_keep(self, out)
+
+    timing_ops._TimedRun.keep = slow_keep
+    try:
+        rep = timing_ops.handle_time(w, _request(audit_rounds=[2], check_keep=2))
+    finally:
+        timing_ops._TimedRun.keep = run_keep
+    parts = rep["parts_s"]
+    assert set(parts) == set(messages.WINDOW_PARTS) and all(x >= 0 for x in parts.values())
+    assert parts["reference"] >= 8 * 0.02  # eight timed rounds and the warm-up's reference
+    assert parts["audit"] >= 2 * 0.05  # the fixed audit and the final one
+    assert parts["keep"] >= 2 * 0.03 and parts["candidate"] < parts["keep"] + 0.05
+    assert messages.TimeReply(**rep).parts_s == parts

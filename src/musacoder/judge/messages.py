@@ -246,6 +246,10 @@ class CallReport(Reply):
 # making the inputs, poisoning the allocator, the profiled call, reading the profiler's events, the global-state check
 # (`HarnessGuard.changes`), the input-mutation check, the outputs' reply
 HARNESS_PARTS = ("inputs", "poison", "call", "events", "guard", "mutation_check", "reply")
+# the parts of a `time` request's wall, its exclusive window, that `TimeReply.parts_s` reports: refilling the round's
+# inputs, the candidate's timed calls with their checks, keeping a checked round's output, the reference's timed
+# calls, the audited rounds under the profiler, and the stopping rule's arithmetic
+WINDOW_PARTS = ("inputs", "candidate", "keep", "reference", "audit", "rule")
 
 
 class LoadReply(Reply):
@@ -281,6 +285,7 @@ class TimeReply(Reply):
     patched_rounds: list[int] = []
     patched: list[str] = []
     device_clocks: list[str] = []
+    parts_s: dict[str, float] = {}  # the window's wall by part (`WINDOW_PARTS`): a diagnostic, never judged
 
 
 class OutputsReply(Reply):

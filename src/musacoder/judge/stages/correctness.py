@@ -214,9 +214,15 @@ def add_harness_parts(ctx: RunContext, report: CallReport, prefix: str = "trial"
     """The worker's own seconds for the parts of a trial (or of a timing round it audited), added up in `stage_s` as
     `<prefix>.<part>` (where a call's time goes inside the worker; a diagnostic the candidate's process writes, so
     only the known parts, as finite seconds within the stage's own length, and never judged)."""
+    add_parts(ctx, report.harness_s, HARNESS_PARTS, prefix)
+
+
+def add_parts(ctx: RunContext, seconds: dict, parts: tuple[str, ...], prefix: str) -> None:
+    """Add the worker's reported `seconds` of the known `parts` to `stage_s` as `<prefix>.<part>`, each only as finite
+    seconds within a stage's limit (the candidate's process writes them; diagnostics, never judged)."""
     stage_s = ctx.verdict.stage_s
-    for part in HARNESS_PARTS:
-        x = report.harness_s.get(part)
+    for part in parts:
+        x = seconds.get(part)
         if isinstance(x, (int, float)) and 0.0 <= x <= ctx.cfg.timeout_s:
             stage_s[f"{prefix}.{part}"] = round(stage_s.get(f"{prefix}.{part}", 0.0) + float(x), 4)
 

@@ -12,12 +12,12 @@ import threading
 from musacoder.judge.baseline import (BaselineError, clean_reference_ms, compile_baseline_ms, recent_figure,
                                      remember_figure, store_figure, stored_figure)
 from musacoder.judge.inputs import seed_for
-from musacoder.judge.messages import OutputsReply, TakeOutputsRequest, TimeReply, TimeRequest
+from musacoder.judge.messages import WINDOW_PARTS, OutputsReply, TakeOutputsRequest, TimeReply, TimeRequest
 from musacoder.judge.sandbox import WorkerDied, WorkerStartFailed, WorkerTimeout
 from musacoder.judge.slots import DEVICE_SLOTS, HOST_HOLD_BYTES, WORKER_FIXED, give_back_cached
 from musacoder.judge.stages import rpc
 from musacoder.judge.stages.context import RunContext, Stop, TimedInputs
-from musacoder.judge.stages.correctness import add_harness_parts, judge_trial, reference_case
+from musacoder.judge.stages.correctness import add_harness_parts, add_parts, judge_trial, reference_case
 from musacoder.judge.stages.runtime import call_violations, memory_violations_of
 from musacoder.judge.stopping import StoppingRule, speedup_interval
 from musacoder.records import Timing
@@ -135,6 +135,7 @@ def _time_once(ctx: RunContext) -> tuple[Timing, Timing, tuple[float, float]]:
         rep = rpc.ask(ctx, request, limit, TimeReply, "timing")
     for audit in rep.audits.values():  # where the exclusive window goes besides the timed rounds
         add_harness_parts(ctx, audit.report, "timing.audit")
+    add_parts(ctx, rep.parts_s, WINDOW_PARTS, "timing.window")  # and the window's wall, part by part
     _judge_rounds(ctx, rep)
     start_clean_reference(ctx)  # the task's first timed candidate: it queues among the others' timings
     # Re-check the audited rounds (secretly chosen profiled ones plus the final one) and the checked timed rounds

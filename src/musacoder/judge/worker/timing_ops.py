@@ -10,6 +10,7 @@ import random
 import time
 
 from musacoder.judge import messages
+from musacoder.judge.messages import WINDOW_PARTS
 from musacoder.judge.stopping import StoppingRule, should_stop
 from musacoder.judge.worker.errors import CandidateError, candidate_error, guarded
 from musacoder.judge.worker.guard import layout
@@ -62,6 +63,8 @@ class _TimedRun:
         self.checked, self.audit_out = {}, {}
         self.no_launch, self.relaid, self.patched = [], [], []  # `patched`: the call changed what the harness runs
         self.cand_ms, self.ref_ms = [], []
+        # where the exclusive window's wall goes, part by part (`messages.WINDOW_PARTS`; a diagnostic, never judged)
+        self.parts_s = dict.fromkeys(WINDOW_PARTS, 0.0)
         self.inputs_for = RotatingInputs(worker, req.master_seed, req.input_sets, req.perturb)
         self.timer = Timer(torch, device, req.l2_flush_bytes)
         lo = max(2, req.repeats)
@@ -122,8 +125,10 @@ class _TimedRun:
         if self.relaid[-1:] == [r] or self.patched[-1:] == [r]:
             return False
         self.timed_rounds += 1
+        t0 = time.perf_counter()
         self.maybe_keep(r, out)
         del out
+        self.parts_s["keep"] += time.perf_counter() - t0
         self.pending.append((r, t_c, args))
         return True
 
@@ -177,9 +182,19 @@ class _TimedRun:
             return True
         return should_stop(self.trip.charge(self.cand_ms), self.ref_ms, self.rule)
 
+    def timed(self, part: str, fn, *args):
+        """`fn(*args)`, its wall added to `parts_s[part]`."""
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.parts_s[part] += time.perf_counter() - t0
+
     def reply(self, final_round) -> dict:
         w = self.worker
+        self.parts_s["candidate"] -= self.parts_s["keep"]  # the keeps ran inside the candidate's rounds
         return {"ok": True, "candidate_ms": self.trip.charge(self.cand_ms), "reference_ms": self.ref_ms,
+                "parts_s": {k: round(max(0.0, x), 4) for k, x in self.parts_s.items()},
                 "audits": self.audit_out, "checks": self.checked, "device_mem_peak": w.device_mem_peak(),
                 "timer_overhead_ms": self.trip.ms(), "no_launch_rounds": self.no_launch,
                 "relaid_rounds": self.relaid, "final_round": final_round, "patched_rounds": self.patched,
@@ -203,20 +218,20 @@ def handle_time(worker, req: messages.TimeRequest) -> dict:
     started = time.perf_counter_ns()
     r, final_round = 0, None
     while True:
-        args = run.inputs_for(r)
+        args = run.timed("inputs", run.inputs_for, r)
         try:
             if run.is_audit(r, final_round):
-                run.audit_round(r, args)
+                run.timed("audit", run.audit_round, r, args)
                 if r == final_round:
                     break
-            elif not run.timed_round(r, args):
+            elif not run.timed("candidate", run.timed_round, r, args):
                 break  # illegal already
         except CandidateError as e:
             return candidate_error(e.error, f"forward (timing round {r})")
         r += 1
         if run.block_ends(r):
-            run.run_references()
-        if final_round is None and not run.pending and run.enough(r, started):
+            run.timed("reference", run.run_references)
+        if final_round is None and not run.pending and run.timed("rule", run.enough, r, started):
             final_round = r
     run.inputs_for.clear()
     return run.reply(final_round)
