@@ -116,3 +116,36 @@ def test_the_float64_difference_is_written_straight_into_chunks(monkeypatch):
     assert got is into and torch.equal(got.to_device("cpu"), ref64_delta(r32, r64))
     r64[3, 4] = 1e300  # beyond float32's range
     assert ref64_delta(r32, r64, HostTensor.empty(tuple(r64.shape), torch.float32, pinned=True)) is None
+
+
+def test_an_output_spec_gives_its_tensors_bytes_and_a_malformed_part_none():
+    from musacoder.judge.inputs import output_spec, spec_bytes, spec_tensors
+
+    out = (torch.zeros(3, 5), [torch.zeros(7, dtype=torch.float64), 2.0], torch.zeros(0))
+    spec = output_spec(out)
+    assert spec_tensors(spec) == [((3, 5), torch.float32), ((7,), torch.float64), ((0,), torch.float32)]
+    assert spec_bytes(spec) == 3 * 5 * 4 + 7 * 8
+    assert spec_bytes(["tensor", [4], "no_such_dtype"]) == 0 and spec_bytes(None) == 0 and spec_bytes(["seq"]) == 0
+
+
+def test_reserving_host_memory_page_locks_the_chunks_to_host_will_ask_for(monkeypatch):
+    """`reserve_host`: the worker's kept outputs later take page-locked blocks freed here (torch's host allocator
+    keeps them); with no GPU nothing can be page-locked, and it says so (0 bytes) rather than fail."""
+    from musacoder.judge.inputs import output_spec, reserve_host
+    from musacoder.judge.messages import ReservedReply, ReserveHostRequest, from_wire, parse
+    from musacoder.judge.worker.timing_ops import handle_reserve_host
+
+    made = []
+    real_empty = HostTensor.empty.__func__
+
+    def recording(cls, shape, dtype, pinned):
+        made.append((shape, dtype, pinned))
+        return real_empty(cls, shape, dtype, pinned)
+
+    monkeypatch.setattr(HostTensor, "empty", classmethod(recording))
+    spec = output_spec([torch.zeros(4, 6), torch.zeros(2, dtype=torch.int64)])
+    assert reserve_host(spec, 3) == (3 * (4 * 6 * 4 + 2 * 8) if torch.cuda.is_available() else 0)
+    assert made == [((4, 6), torch.float32, True), ((2,), torch.int64, True)] * 3
+    req = from_wire(ReserveHostRequest(expect=spec, copies=1000).to_wire())
+    reply = parse(handle_reserve_host(None, req), ReservedReply)
+    assert isinstance(reply, ReservedReply) and len(made) == 6 + 2 * 16  # copies capped at 16

@@ -142,3 +142,32 @@ def test_the_reply_splits_the_window_wall_by_part():
     assert parts["audit"] >= 2 * 0.05  # the fixed audit and the final one
     assert parts["keep"] >= 2 * 0.03 and parts["candidate"] < parts["keep"] + 0.05
     assert messages.TimeReply(**rep).parts_s == parts
+
+
+def test_host_memory_is_reserved_before_the_window_only_for_large_outputs_on_a_gpu(monkeypatch):
+    """`stages.timing._reserve_host`: one `reserve_host` request, with the device shared, where the kept outputs go to
+    host memory (`HOST_HOLD_BYTES` or more) on a GPU; nothing for small outputs or on the CPU."""
+    import contextlib
+
+    from musacoder.config import VerifyConfig
+    from musacoder.judge.stages import timing as timing_stage
+
+    asked, holds = [], []
+
+    def ask(ctx, request, timeout_s, record, stage):
+        asked.append(request)
+        return record(ok=True, reserved_bytes=1)
+
+    @contextlib.contextmanager
+    def stage(name, slot=None):
+        holds.append((name, slot))
+        yield
+
+    monkeypatch.setattr(timing_stage.rpc, "ask", ask)
+    big = ["tensor", [timing_stage.HOST_HOLD_BYTES // 4], "float32"]
+    small = ["tensor", [timing_stage.HOST_HOLD_BYTES // 4 - 1], "float32"]
+    for device, expect in (("cuda:0", big), ("cuda:0", small), ("cpu", big)):
+        ctx = types.SimpleNamespace(device=device, expect=expect, cfg=VerifyConfig(rechecks=3), stage=stage)
+        timing_stage._reserve_host(ctx)
+    assert [(r.op, r.expect, r.copies) for r in asked] == [("reserve_host", big, 7)]
+    assert holds == [("host_reserve", "shared")]

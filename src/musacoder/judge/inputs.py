@@ -187,6 +187,31 @@ def to_host(obj, pinned: bool):
     return map_tensors(one, obj)
 
 
+def spec_tensors(spec) -> list[tuple[tuple, torch.dtype]]:
+    """The (shape, dtype) of every tensor an `output_spec` describes, in order (none for malformed parts)."""
+    kind = spec[0] if isinstance(spec, (list, tuple)) and spec else None
+    if kind == "seq" and len(spec) > 1 and isinstance(spec[1], (list, tuple)):
+        return [t for s in spec[1] for t in spec_tensors(s)]
+    if kind == "tensor" and len(spec) > 2 and isinstance(getattr(torch, str(spec[2]), None), torch.dtype):
+        return [(tuple(int(d) for d in spec[1]), getattr(torch, str(spec[2])))]
+    return []
+
+
+def spec_bytes(spec) -> int:
+    """Bytes of the tensors an `output_spec` describes."""
+    return sum(math.prod(shape) * torch.empty((), dtype=dt).element_size() for shape, dt in spec_tensors(spec))
+
+
+def reserve_host(spec, copies: int) -> int:
+    """Page-lock host memory for `copies` kept copies of outputs like `spec` (the chunks `to_host` will ask for, all
+    at once, then dropped): torch's host allocator keeps freed page-locked blocks, so later `to_host` calls of these
+    sizes take them back instead of page-locking fresh memory (2-2.8 GiB/s on an H100, docs/benchmarks.md, *The host
+    link*). Returns the bytes page-locked (0 where page-locked memory cannot be had)."""
+    held = [HostTensor.empty(shape, dt, pinned=True) for _ in range(copies) for shape, dt in spec_tensors(spec)
+            if math.prod(shape)]
+    return sum(c.numel() for h in held for c in h.chunks if c.is_pinned())
+
+
 def output_spec(obj):
     """What a reference returned, for a worker to check a candidate's outputs against before it touches them:
     `["tensor", shape, dtype]` per tensor, `["seq", [spec, ...]]` per list or tuple, `["value", type name]` otherwise.

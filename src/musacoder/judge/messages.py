@@ -125,6 +125,17 @@ class TimeRequest(Request):
 
 
 @dataclass(frozen=True)
+class ReserveHostRequest(Request):
+    """Page-lock host memory for `copies` kept outputs like `expect` (an `output_spec`) before the exclusive timing
+    window, where the kept outputs of `host_hold_bytes` or more then take it (`inputs.reserve_host`) rather than
+    page-lock fresh memory while the device is held alone."""
+
+    op: ClassVar[str] = "reserve_host"
+    expect: Any
+    copies: int
+
+
+@dataclass(frozen=True)
 class TakeOutputsRequest(Request):
     """The outputs the worker kept from the given timed rounds (None: all it kept); with `state_check`, also what
     changed in the process's global state since before candidate code (`HarnessGuard.changes`), read once after the
@@ -177,7 +188,7 @@ class ExitRequest(Request):
 
 REQUESTS: dict[str, type[Request]] = {
     cls.op: cls for cls in (LoadRequest, BuildRequest, InitRequest, TrialRequest, ResendRequest, IpcProbeRequest,
-                            TimeRequest, TakeOutputsRequest, TimeReferenceRequest, CompileReferenceRequest,
+                            TimeRequest, ReserveHostRequest, TakeOutputsRequest, TimeReferenceRequest, CompileReferenceRequest,
                             TimeCompileRequest, ExitRequest)
 }
 
@@ -313,6 +324,11 @@ class Ack(Reply):
     """A reply that carries nothing but `ok` (`compile_reference`)."""
 
 
+class ReservedReply(Reply):
+    """`reserve_host`: the bytes page-locked."""
+    reserved_bytes: int = 0
+
+
 R = TypeVar("R", bound=Reply)
 
 
@@ -336,4 +352,4 @@ def exchange(sandbox, request: Request, timeout_s: float, record: type[R]) -> R 
 
 __all__ = ["REQUESTS", "Request", "from_wire", *[c.__name__ for c in REQUESTS.values()], "Reply", "MalformedReply",
            "Fault", "CallReport", "LoadReply", "InitReply", "TrialReply", "RoundReport", "TimeReply", "OutputsReply",
-           "ProbeReply", "ReferenceTimesReply", "CompileTimesReply", "Ack", "parse", "exchange"]
+           "ProbeReply", "ReferenceTimesReply", "CompileTimesReply", "Ack", "ReservedReply", "parse", "exchange"]

@@ -11,8 +11,9 @@ import threading
 
 from musacoder.judge.baseline import (BaselineError, clean_reference_ms, compile_baseline_ms, recent_figure,
                                      remember_figure, store_figure, stored_figure)
-from musacoder.judge.inputs import seed_for
-from musacoder.judge.messages import WINDOW_PARTS, OutputsReply, TakeOutputsRequest, TimeReply, TimeRequest
+from musacoder.judge.inputs import seed_for, spec_bytes
+from musacoder.judge.messages import (WINDOW_PARTS, OutputsReply, ReservedReply, ReserveHostRequest, TakeOutputsRequest,
+                                      TimeReply, TimeRequest)
 from musacoder.judge.sandbox import WorkerDied, WorkerStartFailed, WorkerTimeout
 from musacoder.judge.slots import DEVICE_SLOTS, HOST_HOLD_BYTES, WORKER_FIXED, give_back_cached
 from musacoder.judge.stages import rpc
@@ -129,6 +130,7 @@ def _time_once(ctx: RunContext) -> tuple[Timing, Timing, tuple[float, float]]:
         late_audit_from=pool[-1] + 1 if pool else cfg.warmup, late_audit_p=LATE_AUDIT_P,
         late_audit_max=cfg.rechecks, late_audit_key=ctx.timing_rng.getrandbits(62), host_hold_bytes=HOST_HOLD_BYTES,
         expect=ctx.expect, cap_repeats=cfg.cap_repeats, l2_flush_bytes=ctx.flush_bytes)
+    _reserve_host(ctx)
     with ctx.stage("timing", "exclusive"):  # nothing else on the device while timing
         # the loop ends at its budget at the latest, then one more audited round: a candidate call or two past it
         limit = ctx.call_limit(extra_s=cfg.time_budget_s * 2 + cfg.call_limit_factor * ctx.ref_forward_s)
@@ -142,6 +144,19 @@ def _time_once(ctx: RunContext) -> tuple[Timing, Timing, tuple[float, float]]:
     # against the reference; the outputs were kept in the worker and are fetched with the device shared again.
     with ctx.stage("recheck", "shared"):
         return _recheck(ctx, master_t, perturb, rep)
+
+
+def _reserve_host(ctx: RunContext) -> None:
+    """On a GPU, where the timed rounds' kept outputs go to host memory (`HOST_HOLD_BYTES` or more), have the worker
+    page-lock what they will take before the exclusive window (`ReserveHostRequest`): as many as the window keeps at
+    once at most, the checked rounds, the fixed audited ones and the final one (late audits page-lock their own). With
+    the device shared, since the window it shortens holds every other verification still."""
+    cfg = ctx.cfg
+    if not ctx.device.startswith("cuda") or spec_bytes(ctx.expect) < HOST_HOLD_BYTES:
+        return
+    with ctx.stage("host_reserve", "shared"):
+        rpc.ask(ctx, ReserveHostRequest(expect=ctx.expect, copies=2 * cfg.rechecks + 1), cfg.timeout_s,
+                ReservedReply, "timing")
 
 
 def _judge_rounds(ctx: RunContext, rep: TimeReply) -> None:

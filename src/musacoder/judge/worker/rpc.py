@@ -24,6 +24,7 @@ HANDLERS = {
     "resend": calls.handle_resend,
     "ipc_probe": calls.handle_ipc_probe,
     "time": timing_ops.handle_time,
+    "reserve_host": timing_ops.handle_reserve_host,
     "take_outputs": timing_ops.handle_take_outputs,
     "time_reference": timing_ops.handle_time_reference,
     "compile_reference": timing_ops.handle_compile_reference,

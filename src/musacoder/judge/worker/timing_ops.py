@@ -237,6 +237,15 @@ def handle_time(worker, req: messages.TimeRequest) -> dict:
     return run.reply(final_round)
 
 
+def handle_reserve_host(worker, req: messages.ReserveHostRequest) -> dict:
+    """Page-lock the host memory the next `time` request's kept outputs will take (`inputs.reserve_host`), with the
+    device shared: fresh page-locking of a 2 GiB output took most of a second, and the window keeps one per audited
+    and checked round."""
+    from musacoder.judge.inputs import reserve_host
+
+    return {"ok": True, "reserved_bytes": reserve_host(req.expect, max(0, min(req.copies, 16)))}
+
+
 def handle_take_outputs(worker, req: messages.TakeOutputsRequest) -> dict:
     """The outputs kept from the last `time` request's audit and check rounds (those of `rounds`, default all),
     handed over and forgotten here: the trusted side fetches them after the device's timing slot is released, one
