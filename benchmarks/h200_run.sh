@@ -261,7 +261,7 @@ if has rlload; then  # issue 38 (b): 16 tasks x 8 candidates (golden + 7 variant
   fi
   timeout ${T_RL8:-400} python3 benchmarks/rl_load.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
     --only "${RL_ONLY:-}" --tasks ${RL_TASKS:-16} --copies 8 --workers ${RL_WORKERS:-16} --rounds ${RL_ROUNDS:-1} \
-    --schedule ${RL_SCHEDULE:-ahead} --json "$OUT/rl_load${RL_TAG:-}.json" \
+    --schedule ${RL_SCHEDULE:-largest} --json "$OUT/rl_load${RL_TAG:-}.json" \
     > "$OUT/rl_load${RL_TAG:-}.log" 2>&1
   tail -3 "$OUT/rl_load${RL_TAG:-}.log"; grep -v " ok " "$OUT/rl_load${RL_TAG:-}.log" | grep "^  level" | cut -c1-200 | head -8
   if [ -n "${SMI_MS:-}" ]; then

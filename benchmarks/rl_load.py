@@ -79,10 +79,10 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=None, help="build cache (default: MUSACODER_CACHE_DIR)")
     ap.add_argument("--verify", action="append", default=[], metavar="FIELD=VALUE", help="VerifyConfig fields")
     ap.add_argument("--rounds", type=int, default=1, help="verify the same batch this many times in one process")
-    ap.add_argument("--schedule", choices=("ahead", "grouped", "largest"), default="ahead",
-                    help="each task's first job started ahead of the tasks before it (verify_many's default), "
-                         "every task's jobs strictly one task after another, or ahead with the tasks of the most "
-                         "inputs and weights first (largest_first)")
+    ap.add_argument("--schedule", choices=("largest", "ahead", "grouped"), default="largest",
+                    help="verify_many's default: the tasks of the most inputs and weights first, each task's first "
+                         "job started ahead of the tasks before it; the same in the order given (largest_first off); "
+                         "or the order given with every task's jobs strictly one task after another")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 

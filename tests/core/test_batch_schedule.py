@@ -87,9 +87,9 @@ def test_a_jobs_device_bytes_come_from_its_task_with_its_overrides():
     assert device_bytes(VerifyJob("c", broken, "code")) == 0
 
 
-def test_a_batch_keeps_the_order_given_unless_asked_for_the_largest_first():
-    """`verify_many` runs tasks in the order given by default (largest first measured slower on the GPU,
-    docs/benchmarks.md run 7) and the largest first only when asked (`largest_first`)."""
+def test_a_batch_runs_the_largest_task_first_unless_asked_for_the_order_given():
+    """`verify_many` runs the tasks with the most bytes of inputs and weights first by default (faster on the GPU,
+    docs/benchmarks.md runs 10 and 11), and in the order given when asked (`largest_first=False`)."""
     from pathlib import Path
 
     from musacoder.judge.batch import verify_many
@@ -110,5 +110,5 @@ def test_a_batch_keeps_the_order_given_unless_asked_for_the_largest_first():
         list(verify_many(jobs, workers=1, verifier=fake, **kw))
         return seen
 
-    assert run() == [relu.name, "big"]
-    assert run(largest_first=True) == ["big", relu.name]
+    assert run() == ["big", relu.name]
+    assert run(largest_first=False) == [relu.name, "big"]

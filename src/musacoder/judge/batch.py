@@ -30,12 +30,12 @@ class VerifyJob:
 
 def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyConfig | None = None,
                 verifier: Callable[..., Verdict] | None = None, leaders_ahead: bool = True,
-                largest_first: bool = False) -> Iterator[tuple[VerifyJob, Verdict]]:
+                largest_first: bool = True) -> Iterator[tuple[VerifyJob, Verdict]]:
     """Verify jobs with at most `workers` in flight; yields (job, verdict) in completion order. The jobs of one task
-    run next to each other, tasks in the order given or, with `largest_first`, the most bytes of inputs and weights
-    first (each task's first job starts ahead, `by_task`, unless `leaders_ahead` is off; largest first is not the
-    default: on the GPU it measured slower, though a replay of that run's own times favours it, docs/benchmarks.md
-    run 7), and share one per-task cache for this batch
+    run next to each other, the tasks with the most bytes of inputs and weights first (`largest_first`; off: in the
+    order given), each task's first job started ahead (`by_task`, unless `leaders_ahead` is off). Largest first
+    made the 16 x 8 load 12 % faster on one H100 than the order given, and replays of both runs' own times in the
+    admission model agree (docs/benchmarks.md, runs 10 and 11). The jobs share one per-task cache for this batch
     (`musacoder.judge.task_cache`): the task's reference work is done once, with secrets drawn for this batch."""
     from functools import partial
 
