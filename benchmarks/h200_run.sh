@@ -30,18 +30,17 @@
 #   8 times with the per-task cache on and off, 16 tasks x 8 candidates, and KernelBench's harness side by side)
 #   STEPS=rlload RL_ONLY='level2/*' RL_ROUNDS=2 SMI_MS=500 (RL_TAG names the files): the 16 x 8 load cold and warm,
 #   the GPU's used memory and each process's sampled beside it (benchmarks/smi_summary.py)
-#   What is still owed after the runs of 2026-12-06 and -07 (docs/benchmarks.md: run 8 measured the 16 x 8 load
-#   largest first with the cache and hold fixes, 15.7 a minute on an H100; run 9, on an H200, the page-locked cache
-#   beside run 8's code, 20.1 against 11.5; the 6.4 GB ReLU x 8, the faults at full size and the host link ran): the
-#   16 x 8 load on an H100 in both orders on one machine (RL_SCHEDULE=ahead, then RL_SCHEDULE=largest, RL_TAG naming
-#   each; predicted from run 8's replay: 17.3-19.1 a minute in the order given, 19.2-19.4 largest first; on the H200
-#   the replay of run 9 gives 21.2 in the order given) and its warm second round on its own (STEPS=rlload RL_ONLY='level2/*'
-#   RL_ROUNDS=2 SMI_MS=500 T_RL8=560, then again with MUSACODER_CACHE_DIR's build cache filled, the machine kept
-#   warm); the side by side warm phase alone after a cold one on the same machine (STEPS=anchor ANC_ONLY='level2/*'
-#   ANC_LIMIT=16 ANC_WORKERS=16 ANC_PHASES=cold ANC_WORK=.anc, then the same with ANC_PHASES=warm on the machine kept
-#   warm: the two phases of 16 take about 480 + 230 s, more than one call); STEPS="golden" GOLD_ONLY='level1/19_*'
-#   T_GOLD=130; STEPS=same8 SAME8_TASKS=level1/19_ReLU SAME8_SHARE=true again (kept outputs in page-locked chunks:
-#   predicted timing 15 -> about 11 s a copy, about 2.3 a minute); STEPS=corpus CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (the hoarding rule on the GPU and the
+#   What is still owed after the runs of 2026-12-06 and -07 (docs/benchmarks.md: runs 10 and 11 measured the 16 x 8
+#   load on one H100 in both orders, 20.4 a minute in the order given with cold builds and 22.9 largest first with the
+#   build cache warm, and the page-locking before a large task's exclusive window, 6.6-9.1 s -> 1.4-1.5 s): the warm
+#   second round of the 16 x 8 load on its own (STEPS=rlload RL_ONLY='level2/*' SMI_MS=500 T_RL8=560 with
+#   MUSACODER_CACHE_DIR's build cache filled, the machine kept warm; largest first is rlload's default now); the side
+#   by side warm phase alone after a cold one on the same machine (STEPS=anchor ANC_ONLY='level2/*' ANC_LIMIT=16
+#   ANC_WORKERS=16 ANC_PHASES=cold ANC_WORK=.anc, then the same with ANC_PHASES=warm on the machine kept warm: the two
+#   phases of 16 take about 480 + 230 s, more than one call); STEPS="golden" GOLD_ONLY='level1/19_*' T_GOLD=130;
+#   STEPS=same8 SAME8_TASKS=level1/19_ReLU SAME8_SHARE=true again (kept outputs in page-locked chunks, page-locked
+#   before the window: predicted timing 15 -> about 3 s a copy, the page-locking about 13 s a copy outside it, about
+#   2.3 a minute); STEPS=corpus CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (the hoarding rule on the GPU and the
 #   CPU-backend candidates at full size)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
