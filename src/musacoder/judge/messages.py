@@ -188,8 +188,8 @@ class ExitRequest(Request):
 
 REQUESTS: dict[str, type[Request]] = {
     cls.op: cls for cls in (LoadRequest, BuildRequest, InitRequest, TrialRequest, ResendRequest, IpcProbeRequest,
-                            TimeRequest, ReserveHostRequest, TakeOutputsRequest, TimeReferenceRequest, CompileReferenceRequest,
-                            TimeCompileRequest, ExitRequest)
+                            TimeRequest, ReserveHostRequest, TakeOutputsRequest, TimeReferenceRequest,
+                            CompileReferenceRequest, TimeCompileRequest, ExitRequest)
 }
 
 

@@ -182,7 +182,7 @@ class _TimedRun:
             return True
         return should_stop(self.trip.charge(self.cand_ms), self.ref_ms, self.rule)
 
-    def timed(self, part: str, fn, *args):
+    def clocked(self, part: str, fn, *args):
         """`fn(*args)`, its wall added to `parts_s[part]`."""
         t0 = time.perf_counter()
         try:
@@ -218,20 +218,20 @@ def handle_time(worker, req: messages.TimeRequest) -> dict:
     started = time.perf_counter_ns()
     r, final_round = 0, None
     while True:
-        args = run.timed("inputs", run.inputs_for, r)
+        args = run.clocked("inputs", run.inputs_for, r)
         try:
             if run.is_audit(r, final_round):
-                run.timed("audit", run.audit_round, r, args)
+                run.clocked("audit", run.audit_round, r, args)
                 if r == final_round:
                     break
-            elif not run.timed("candidate", run.timed_round, r, args):
+            elif not run.clocked("candidate", run.timed_round, r, args):
                 break  # illegal already
         except CandidateError as e:
             return candidate_error(e.error, f"forward (timing round {r})")
         r += 1
         if run.block_ends(r):
-            run.timed("reference", run.run_references)
-        if final_round is None and not run.pending and run.timed("rule", run.enough, r, started):
+            run.clocked("reference", run.run_references)
+        if final_round is None and not run.pending and run.clocked("rule", run.enough, r, started):
             final_round = r
     run.inputs_for.clear()
     return run.reply(final_round)
