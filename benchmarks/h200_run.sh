@@ -41,7 +41,9 @@
 #   STEPS=same8 SAME8_TASKS=level1/19_ReLU SAME8_SHARE=true again (kept outputs in page-locked chunks, page-locked
 #   before the window: predicted timing 15 -> about 3 s a copy, the page-locking about 13 s a copy outside it, about
 #   2.3 a minute); STEPS=corpus CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (the hoarding rule on the GPU and the
-#   CPU-backend candidates at full size)
+#   CPU-backend candidates at full size); STEPS=hostlink LINK_GIB=2,6
+#   LINK_CONF=pinned_use_cuda_host_register:True,pinned_num_register_threads:8 (fresh page-locking, now the worker's
+#   host_reserve: 4.0-6.6 s for 2.1 GB x 5 at 2-2.8 GiB/s; predicted about 3x that, 6-8 GiB/s, registered from 8 threads)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
@@ -218,9 +220,17 @@ if has anchor; then  # KernelBench's builds in parallel (as its scripts do; ANC_
   tail -10 "$OUT/anchor.log"
 fi
 if has hostlink; then  # the host link as the task cache and the worker's kept outputs use it (benchmarks/host_link.py)
+  # LINK_CONF: PyTorch allocator settings to run it again with, e.g. page-locking by cudaHostRegister from several
+  # threads (pinned_use_cuda_host_register:True,pinned_num_register_threads:8): the "pinned fresh" rows say whether
+  # that shortens the worker's host_reserve
   timeout ${T_LINK:-90} python3 benchmarks/host_link.py --sizes-gib ${LINK_GIB:-0.5,2,6} --json "$OUT/host_link.json" \
     > "$OUT/host_link.log" 2>&1
   tail -20 "$OUT/host_link.log"
+  if [ -n "${LINK_CONF:-}" ]; then
+    PYTORCH_CUDA_ALLOC_CONF="$LINK_CONF" timeout ${T_LINK:-90} python3 benchmarks/host_link.py \
+      --sizes-gib ${LINK_GIB:-0.5,2,6} --json "$OUT/host_link_conf.json" > "$OUT/host_link_conf.log" 2>&1
+    echo "== PYTORCH_CUDA_ALLOC_CONF=$LINK_CONF"; tail -20 "$OUT/host_link_conf.log"
+  fi
 fi
 if has same8; then  # issue 38 (d): one honest candidate verified 8 times in one batch, full task sizes; with the per-task
   # cache (default) and without it (share_reference=false), the same warm build cache
