@@ -34,8 +34,9 @@ def verify_many(jobs: Iterable[VerifyJob], *, workers: int = 1, config: VerifyCo
     """Verify jobs with at most `workers` in flight; yields (job, verdict) in completion order. The jobs of one task
     run next to each other, the tasks with the most bytes of inputs and weights first (`largest_first`; off: in the
     order given), each task's first job started ahead (`by_task`, unless `leaders_ahead` is off). Largest first
-    made the 16 x 8 load 12 % faster on one H100 than the order given, and replays of both runs' own times in the
-    admission model agree (docs/benchmarks.md, runs 10 and 11). The jobs share one per-task cache for this batch
+    made the 16 x 8 load 12 % faster on one H100 than the order given (the second run with a warm build cache), and
+    replays of both runs' own times in the admission model give it 12-16 % either way (docs/benchmarks.md, runs 10
+    and 11). The jobs share one per-task cache for this batch
     (`musacoder.judge.task_cache`): the task's reference work is done once, with secrets drawn for this batch."""
     from functools import partial
 
