@@ -125,10 +125,8 @@ class _TimedRun:
         if self.relaid[-1:] == [r] or self.patched[-1:] == [r]:
             return False
         self.timed_rounds += 1
-        t0 = time.perf_counter()
-        self.maybe_keep(r, out)
+        self.clocked("keep", self.maybe_keep, r, out)
         del out
-        self.parts_s["keep"] += time.perf_counter() - t0
         self.pending.append((r, t_c, args))
         return True
 
