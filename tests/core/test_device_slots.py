@@ -421,6 +421,89 @@ def test_try_reserve_takes_what_fits_now_and_never_waits():
     assert slots.try_reserve("cuda:0", 11) is None  # larger than the device: `reserve` would run it alone; this never
 
 
+def test_work_while_waiting_keeps_the_waiters_place_and_runs_until_done():
+    """`DeviceSlots.reserve(while_waiting=...)`: run without the lock while the reservation waits, with its ticket
+    kept (a later arrival that does not fit cannot take its place), asked again on each wake until it returns True,
+    and never where the reservation fits at once."""
+    slots = DeviceSlots(cuda_count=1, memory={"cuda:0": 10})
+    calls, events = [], []
+
+    def work():
+        calls.append(len(slots._admission))  # its ticket is in the queue while it works
+        with slots.hold("cuda:0", exclusive=False):  # the lock is free: the work may hold the device shared
+            pass
+        return len(calls) >= 2  # not done the first time (a budget spent), done the second
+
+    with slots.reserve("cuda:0", 1, while_waiting=work):
+        pass
+    assert calls == []  # admitted at once: nothing to do while waiting
+
+    def waiter():
+        with slots.reserve("cuda:0", 5, while_waiting=work):
+            events.append("admitted")
+
+    def holder():
+        with slots.reserve("cuda:0", 6):
+            events.append("holding")
+            time.sleep(0.2)
+            with slots.reserve("cuda:0", 1):  # a change in the reservations wakes the waiter
+                pass
+            time.sleep(0.3)
+
+    threads = _started(holder, [()])
+    time.sleep(0.05)
+    threads += _started(waiter, [()])
+    for t in threads:
+        t.join(timeout=5)
+    assert events == ["holding", "admitted"]
+    assert calls[:2] == [1, 1] and len(calls) == 2  # asked on a wake after the first refusal, then never again
+    assert slots.reserved("cuda:0") == 0 and not slots._admission
+
+
+def test_host_budget_takes_what_fits_and_gets_it_back(monkeypatch):
+    import pytest
+
+    from musacoder.judge.slots import GiB, HostBudget, host_ahead_bytes
+
+    budget = HostBudget(total=10)
+    assert budget.take(6) and not budget.take(5) and budget.take(4)
+    assert not budget.take(0)  # nothing to page-lock takes nothing
+    budget.give(6)
+    assert budget.held == 4 and budget.take(6)
+    monkeypatch.setenv("MUSACODER_HOST_AHEAD_GB", "1.5")
+    assert host_ahead_bytes() == int(1.5 * GiB)
+    monkeypatch.setenv("MUSACODER_HOST_AHEAD_GB", "0")
+    assert host_ahead_bytes() == 0 and not HostBudget().take(1)  # 0: never page-lock ahead
+    for bad in ("lots", "-1", "nan"):
+        monkeypatch.setenv("MUSACODER_HOST_AHEAD_GB", bad)
+        with pytest.raises(ValueError, match="MUSACODER_HOST_AHEAD_GB"):
+            host_ahead_bytes()
+    monkeypatch.delenv("MUSACODER_HOST_AHEAD_GB")
+    assert host_ahead_bytes() >= 8 * GiB  # a quarter of the host's memory, at least the task cache's floor
+
+
+def test_a_tasks_output_spec_comes_from_its_forward_on_meta_tensors():
+    import types
+    from pathlib import Path
+
+    import torch
+
+    from musacoder.judge.inputs import output_spec
+    from musacoder.judge.slots import meta_output_spec
+    from musacoder.tasks import load_module, load_task
+
+    relu = load_module(load_task(Path(__file__).resolve().parents[2] / "examples" / "tasks" / "relu.py"))
+    xs = relu.get_inputs()
+    assert meta_output_spec(relu) == output_spec(torch.relu(xs[0])) == ["tensor", list(xs[0].shape), "float32"]
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return x[x > 0]  # a data-dependent shape: no meta kernel gives it
+
+    shapeless = types.SimpleNamespace(Model=Model, get_inputs=lambda: [torch.randn(4)], get_init_inputs=lambda: [])
+    assert meta_output_spec(shapeless) is None
+
+
 def test_the_float64_forwards_intermediates_are_traced_at_their_most_at_once():
     """`forward_transient`: a reduction over a large intermediate (KernelBench's convolution-then-min tasks) holds far
     more than its output; views of the inputs and weights are not new bytes, and freed intermediates go back."""

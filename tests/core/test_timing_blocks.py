@@ -167,7 +167,83 @@ def test_host_memory_is_reserved_before_the_window_only_for_large_outputs_on_a_g
     big = ["tensor", [timing_stage.HOST_HOLD_BYTES // 4], "float32"]
     small = ["tensor", [timing_stage.HOST_HOLD_BYTES // 4 - 1], "float32"]
     for device, expect in (("cuda:0", big), ("cuda:0", small), ("cpu", big)):
-        ctx = types.SimpleNamespace(device=device, expect=expect, cfg=VerifyConfig(rechecks=3), stage=stage)
+        ctx = types.SimpleNamespace(device=device, expect=expect, cfg=VerifyConfig(rechecks=3), stage=stage,
+                                    host_reserved=None)
         timing_stage._reserve_host(ctx)
     assert [(r.op, r.expect, r.copies) for r in asked] == [("reserve_host", big, 7)]
     assert holds == [("host_reserve", "shared")]
+    # page-locked already while it waited for device memory, for this spec: not again; for another spec: again
+    for reserved in (big, small):
+        ctx = types.SimpleNamespace(device="cuda:0", expect=big, cfg=VerifyConfig(rechecks=3), stage=stage,
+                                    host_reserved=reserved)
+        timing_stage._reserve_host(ctx)
+    assert len(asked) == 2 and asked[-1].expect == big
+
+
+def test_host_memory_is_page_locked_while_waiting_for_the_device_within_the_budget(monkeypatch):
+    """`stages.timing.host_reserved_ahead`: the work a verification waiting for device memory does meanwhile: its
+    worker page-locks the kept outputs' host memory (the spec from the task's forward on meta tensors), within
+    `HOST_AHEAD`, which it gets back when the block ends, even on an error; with the budget spent it is asked again
+    (False), and it has nothing to do (True) for small outputs, an untimed candidate, off a GPU or without a spec
+    (then `_reserve_host` page-locks after the trials)."""
+    import contextlib
+
+    import pytest
+
+    from musacoder.config import VerifyConfig
+    from musacoder.judge import slots
+    from musacoder.judge.stages import timing as timing_stage
+
+    asked, holds = [], []
+
+    def ask(ctx, request, timeout_s, record, stage):
+        asked.append(request)
+        return record(ok=True, reserved_bytes=1)
+
+    @contextlib.contextmanager
+    def stage(name, slot=None):
+        holds.append((name, slot))
+        yield
+
+    big = ["tensor", [slots.HOST_HOLD_BYTES // 4], "float32"]  # 1 GiB
+    spec = {"value": big}
+    budget = slots.HostBudget(total=12 * slots.HOST_HOLD_BYTES)
+    monkeypatch.setattr(timing_stage.rpc, "ask", ask)
+    monkeypatch.setattr(timing_stage, "meta_output_spec", lambda module: spec["value"])
+    monkeypatch.setattr(timing_stage, "HOST_AHEAD", budget)
+    fp_big = slots.Footprint(inputs=1, outputs=slots.HOST_HOLD_BYTES, weights=0)
+
+    def ctx(device="cuda:0", fp=fp_big, **cfg):
+        return types.SimpleNamespace(device=device, fp=fp, module=None, cfg=VerifyConfig(rechecks=2, **cfg),
+                                     stage=stage, host_reserved=None)
+
+    waiting = ctx()
+    with timing_stage.host_reserved_ahead(waiting) as work:
+        assert waiting.host_reserved is None  # nothing before the wait asks for it
+        assert work() is True
+        assert budget.held == 5 * slots.HOST_HOLD_BYTES  # five kept copies of 1 GiB, held while it waits
+    assert budget.held == 0 and waiting.host_reserved == big
+    assert [(r.op, r.expect, r.copies) for r in asked] == [("reserve_host", big, 5)]
+    assert holds == [("host_reserve_ahead", "shared")]
+
+    fp_small = slots.Footprint(inputs=1, outputs=slots.HOST_HOLD_BYTES - 1, weights=0)
+    for c in (ctx(fp=fp_small), ctx(device="cpu"), ctx(fp=None), ctx(time_candidate=False)):
+        with timing_stage.host_reserved_ahead(c) as work:
+            assert work() is True
+        assert c.host_reserved is None
+    spec["value"] = None  # the forward does not run on meta tensors
+    with timing_stage.host_reserved_ahead(ctx()) as work:
+        assert work() is True
+    assert len(asked) == 1 and budget.held == 0
+
+    spec["value"] = big
+    first, second, third = ctx(), ctx(), ctx()
+    with pytest.raises(RuntimeError):
+        with timing_stage.host_reserved_ahead(first) as w1, timing_stage.host_reserved_ahead(second) as w2, \
+                timing_stage.host_reserved_ahead(third) as w3:
+            assert w1() and w2()
+            assert w3() is False and third.host_reserved is None  # 15 GiB > 12: asked again on the next wake
+            assert budget.held == 10 * slots.HOST_HOLD_BYTES
+            raise RuntimeError("the attempt ended")
+    assert budget.held == 0  # given back on the way out
+    assert (first.host_reserved, second.host_reserved) == (big, big) and len(asked) == 3

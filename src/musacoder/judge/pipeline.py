@@ -43,7 +43,7 @@ from musacoder.judge.stages.correctness import extra_shapes, require_correct, ru
 from musacoder.judge.stages.extract import extract_and_check
 from musacoder.judge.stages.reward import finish
 from musacoder.judge.stages.runtime import check_import, check_trials
-from musacoder.judge.stages.timing import clean_reference, time_candidate
+from musacoder.judge.stages.timing import clean_reference, host_reserved_ahead, time_candidate
 from musacoder.judge.task_cache import TaskCache, shared_cache
 from musacoder.records import Task, Verdict
 from musacoder.tasks import load_module, load_task
@@ -96,6 +96,7 @@ def _attempt(ctx: RunContext, fresh: bool) -> None:
     the worker is gone, within the attempt's reservation, which ends only after that."""
     v, cuda = ctx.verdict, ctx.device_pool.startswith("cuda")
     ctx.sandbox = None  # this attempt's worker, once started
+    ctx.host_reserved = None  # what it page-locked while waiting for memory (`timing.host_reserved_ahead`)
     with ctx.stage("footprint"):
         # once per task in this process (`slots.FOOTPRINTS`): on meta tensors a recurrent task's takes tens of seconds
         ctx.fp = slots.FOOTPRINTS.get(source_with_overrides(ctx.task), ctx.module, ctx.cfg.input_sets) \
@@ -181,9 +182,13 @@ def _admit(ctx: RunContext) -> None:
         ctx.verdict.legal = True
         raise Stop("infra_error")
     key, static = ctx.task_key(), ctx.lease.need
-    # asked again while it waits: a candidate of the task that ends meanwhile may have taught its worker's peak
     cuda = ctx.device_pool.startswith("cuda")
-    _add_wait(ctx.verdict, ctx.lease.admit(lambda: slots.trusted_need(ctx.fp, cuda, slots.WORKER_PEAKS.get(key))))
+
+    def need() -> int:  # asked again while it waits: a candidate of the task that ends meanwhile may teach its peak
+        return slots.trusted_need(ctx.fp, cuda, slots.WORKER_PEAKS.get(key))
+
+    with host_reserved_ahead(ctx) as while_waiting:
+        _add_wait(ctx.verdict, ctx.lease.admit(need, while_waiting))
     if ctx.fp is not None and ctx.lease.need < static:  # the worker's side as reserved, learned
         ctx.verdict.memory_estimate_gb = {**(ctx.verdict.memory_estimate_gb or {}),
                                           "worker": round((ctx.lease.need - ctx.fp.trusted) / slots.GiB, 3)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import os
 import threading
 import time
 import weakref
@@ -20,7 +21,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from musacoder.judge.inputs import make_init_inputs, nbytes
+from musacoder.judge.inputs import make_init_inputs, nbytes, output_spec
+from musacoder.judge.task_cache import default_budget
 
 
 def is_oom(e: BaseException) -> bool:
@@ -150,7 +152,8 @@ class DeviceSlots:
                 self._cv.notify_all()
 
     @contextlib.contextmanager
-    def reserve(self, dev: str, need_bytes: int | Callable[[], int] = 0, alone: bool = False):
+    def reserve(self, dev: str, need_bytes: int | Callable[[], int] = 0, alone: bool = False,
+                while_waiting: Callable[[], bool] | None = None):
         """Reserve `need_bytes` of the memory of `dev` (a device the verification is pinned to) until the block ends:
         it waits until its estimate fits beside the others' reservations (one always runs, however large), so
         concurrent verifications cannot run a GPU out of memory. Later verifications that fit may be admitted before
@@ -160,7 +163,10 @@ class DeviceSlots:
         verification holds a reservation there, reserves all of the device and keeps other verifications from pinning
         it until the block ends (those pinned before may finish their builds, which hold only their worker's CUDA
         context, but reserve nothing until it ends). A callable `need_bytes` is asked again each time the waiter
-        wakes (an estimate that an ending verification made smaller, `WorkerPeaks`); it must not take this lock."""
+        wakes (an estimate that an ending verification made smaller, `WorkerPeaks`); it must not take this lock.
+        `while_waiting`: work to do while the reservation waits (`stages.timing.host_reserved_ahead`), run without
+        this lock but with the waiter's place in the queue kept; asked again on each wake (at least once a second)
+        until it returns True (done, or nothing to do), never once the reservation fits."""
         asked = need_bytes
         with self._cv:
             ticket = None
@@ -183,7 +189,16 @@ class DeviceSlots:
                         self._admission[ticket] = (dev, time.monotonic(), need_bytes)
                     else:
                         self._admission[ticket] = (dev, self._admission[ticket][1], need_bytes)
-                    self._cv.wait()
+                    if while_waiting is not None:
+                        self._cv.release()  # its place in the queue kept (the ticket) while it works
+                        try:
+                            done = while_waiting()
+                        finally:
+                            self._cv.acquire()
+                        if done:
+                            while_waiting = None
+                            continue  # things moved while it worked: look again before sleeping
+                    self._cv.wait(1.0 if while_waiting is not None else None)
             finally:
                 if ticket is not None:
                     del self._admission[ticket]
@@ -516,20 +531,21 @@ class DeviceLease:
         for gone in self.pending:
             gone.wait()
 
-    def admit(self, need: Callable[[], int] | None = None) -> float:
+    def admit(self, need: Callable[[], int] | None = None, while_waiting: Callable[[], bool] | None = None) -> float:
         """Take the memory reservation (waiting until the footprint fits beside the others'; with `alone`, the whole
         device); returns the seconds waited. `need`: the bytes as known when admission is granted, asked again on
         each wake while waiting, where they may be fewer than the estimate the lease was pinned with (the worker's
         side learned from the task's earlier verifications); `self.need` is what was reserved. On a GPU the peak
         statistics start here, and alone, what earlier verifications left cached in this process goes back to the
-        device first."""
+        device first. `while_waiting`: work done while it waits (`DeviceSlots.reserve`), its seconds in those
+        returned."""
         def need_now() -> int:
             self.need = need()
             return self.need
 
         t0 = time.monotonic()
         self._reservation.enter_context(self.slots.reserve(self.device, self.need if need is None else need_now,
-                                                           alone=self.alone))
+                                                           alone=self.alone, while_waiting=while_waiting))
         waited = time.monotonic() - t0
         if self.device.startswith("cuda") and torch.cuda.is_available():
             if self.alone:
@@ -561,6 +577,66 @@ def _end_after(stack: contextlib.ExitStack, pending: list) -> None:
     for gone in pending:
         gone.wait()
     stack.close()
+
+
+class HostBudget:
+    """Host bytes that workers of verifications still waiting for device memory may hold page-locked ahead of their
+    timing (`stages.timing.host_reserved_ahead`). Taken before a worker page-locks, given back once the verification
+    is admitted (from then on it holds what it would have page-locked itself right before its timing window) or
+    when its attempt ends: so waiting workers add at most `total` bytes of page-locked memory to the host's load.
+    Thread-safe; one per process (`HOST_AHEAD`)."""
+
+    def __init__(self, total: int | None = None):
+        self._lock = threading.Lock()
+        self._total = total
+        self.held = 0
+
+    @property
+    def total(self) -> int:
+        if self._total is None:
+            self._total = host_ahead_bytes()
+        return self._total
+
+    def take(self, n: int) -> bool:
+        """Take `n` bytes if they fit beside those taken now; whether they did."""
+        with self._lock:
+            if n <= 0 or self.held + n > self.total:
+                return False
+            self.held += n
+            return True
+
+    def give(self, n: int) -> None:
+        with self._lock:
+            self.held = max(0, self.held - n)
+
+
+def host_ahead_bytes() -> int:
+    """`MUSACODER_HOST_AHEAD_GB` as bytes (0 turns page-locking ahead off), else a quarter of the host's physical
+    memory (`task_cache.default_budget`, as the per-task cache's: the two together stay within half of it)."""
+    raw = os.environ.get("MUSACODER_HOST_AHEAD_GB")
+    if raw is None or raw.strip() == "":
+        return default_budget()
+    try:
+        gib = float(raw)
+    except ValueError:
+        raise ValueError(f"MUSACODER_HOST_AHEAD_GB must be a number of GiB, got {raw!r}") from None
+    if not gib >= 0:
+        raise ValueError(f"MUSACODER_HOST_AHEAD_GB must be >= 0, got {raw!r}")
+    return int(gib * GiB)
+
+
+HOST_AHEAD = HostBudget()
+
+
+def meta_output_spec(module):
+    """The task's `inputs.output_spec` (shapes and dtypes) from its forward on the meta device, as its reference will
+    return them; None where its forward does not run there (ops without meta kernels, data-dependent shapes)."""
+    try:
+        with torch.device("meta"), torch.no_grad():
+            model = module.Model(*make_init_inputs(module, 0))
+            return output_spec(model(*module.get_inputs()))
+    except Exception:  # noqa: BLE001 - the task's own code on meta tensors; the spec is then learned from a trial
+        return None
 
 
 # The worker side learned from the task's earlier verifications. Each reports its worker's allocator peak over the

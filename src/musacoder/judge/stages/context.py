@@ -114,6 +114,7 @@ class RunContext:
     lease: DeviceLease | None = None
     sandbox: Sandbox | None = None  # the candidate's worker
     ipc: bool = False  # large outputs come over CUDA IPC (musacoder.judge.ipc) once the probe read back
+    host_reserved: Any = None  # the output spec the worker page-locked kept outputs for while waiting for memory
     precision_models: tuple | None = None  # (float64 copy, rounded fp32 copy) of the reference
     # what the stages produced
     loaded: LoadReply | None = None

@@ -15,7 +15,8 @@ from musacoder.judge.inputs import seed_for, spec_bytes
 from musacoder.judge.messages import (WINDOW_PARTS, OutputsReply, ReservedReply, ReserveHostRequest, TakeOutputsRequest,
                                       TimeReply, TimeRequest)
 from musacoder.judge.sandbox import WorkerDied, WorkerStartFailed, WorkerTimeout
-from musacoder.judge.slots import DEVICE_SLOTS, HOST_HOLD_BYTES, WORKER_FIXED, give_back_cached
+from musacoder.judge.slots import (DEVICE_SLOTS, HOST_AHEAD, HOST_HOLD_BYTES, WORKER_FIXED, give_back_cached,
+                                   meta_output_spec)
 from musacoder.judge.stages import rpc
 from musacoder.judge.stages.context import RunContext, Stop, TimedInputs
 from musacoder.judge.stages.correctness import add_harness_parts, add_parts, judge_trial, reference_case
@@ -150,13 +151,58 @@ def _reserve_host(ctx: RunContext) -> None:
     """On a GPU, where the timed rounds' kept outputs go to host memory (`HOST_HOLD_BYTES` or more), have the worker
     page-lock what they will take before the exclusive window (`ReserveHostRequest`): as many as the window keeps at
     once at most, the checked rounds, the fixed audited ones and the final one (late audits page-lock their own). With
-    the device shared, since the window it shortens holds every other verification still."""
+    the device shared, since the window it shortens holds every other verification still. Not again where the worker
+    page-locked outputs of this spec while the verification waited for device memory (`host_reserved_ahead`)."""
     cfg = ctx.cfg
-    if not ctx.device.startswith("cuda") or spec_bytes(ctx.expect) < HOST_HOLD_BYTES:
+    if not ctx.device.startswith("cuda") or spec_bytes(ctx.expect) < HOST_HOLD_BYTES \
+            or ctx.host_reserved == ctx.expect:
         return
     with ctx.stage("host_reserve", "shared"):
-        rpc.ask(ctx, ReserveHostRequest(expect=ctx.expect, copies=2 * cfg.rechecks + 1), cfg.timeout_s,
+        rpc.ask(ctx, ReserveHostRequest(expect=ctx.expect, copies=_kept_copies(cfg)), cfg.timeout_s,
                 ReservedReply, "timing")
+
+
+def _kept_copies(cfg) -> int:
+    """The kept outputs the window holds at once at most: the checked rounds, the fixed audited ones, the final one."""
+    return 2 * cfg.rechecks + 1
+
+
+@contextlib.contextmanager
+def host_reserved_ahead(ctx: RunContext):
+    """Around the wait for device memory (`pipeline._admit`), the work to do while it waits
+    (`DeviceSlots.reserve`'s `while_waiting`): the worker page-locks the host memory its timing window's kept outputs
+    will take (`_reserve_host`'s request, for the output spec the task's forward gives on the meta device,
+    `slots.meta_output_spec`), so the page-locking (4-6 s for a 2 GiB output's five copies on an H100) is not part of
+    the seconds it holds its device memory. Within `slots.HOST_AHEAD` (asked again on each wake while the budget is
+    spent), given back when the block ends: admitted, the verification holds what `_reserve_host` would have
+    page-locked after its trials. Nothing is done for small outputs, an untimed candidate, off a GPU, where the spec is
+    unknown, or where the verification is admitted without waiting: `_reserve_host` page-locks after the trials then.
+    With the device shared, as there."""
+    cfg, taken, specs = ctx.cfg, [], []
+
+    def reserve() -> bool:
+        if not (cfg.time_candidate and ctx.device.startswith("cuda") and ctx.fp is not None
+                and ctx.fp.outputs >= HOST_HOLD_BYTES):
+            return True
+        if not specs:  # once, not on each wake
+            specs.append(meta_output_spec(ctx.module))
+        spec = specs[0]
+        if spec is None or spec_bytes(spec) < HOST_HOLD_BYTES:
+            return True
+        need = spec_bytes(spec) * _kept_copies(cfg)
+        if not HOST_AHEAD.take(need):
+            return False  # asked again on the next wake
+        taken.append(need)
+        with ctx.stage("host_reserve_ahead", "shared"):
+            rpc.ask(ctx, ReserveHostRequest(expect=spec, copies=_kept_copies(cfg)), cfg.timeout_s, ReservedReply,
+                    "timing")
+        ctx.host_reserved = spec
+        return True
+
+    try:
+        yield reserve
+    finally:
+        HOST_AHEAD.give(sum(taken))
 
 
 def _judge_rounds(ctx: RunContext, rep: TimeReply) -> None:
