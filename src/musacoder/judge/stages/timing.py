@@ -177,7 +177,7 @@ def host_reserved_ahead(ctx: RunContext):
     spent), given back when the block ends: admitted, the verification holds what `_reserve_host` would have
     page-locked after its trials. Nothing is done for small outputs, an untimed candidate, off a GPU, where the spec is
     unknown, or where the verification is admitted without waiting: `_reserve_host` page-locks after the trials then.
-    With the device shared, as there."""
+    With the device shared, as there, a copy at a time."""
     cfg, taken, specs = ctx.cfg, [], []
 
     def reserve() -> bool:
@@ -193,9 +193,12 @@ def host_reserved_ahead(ctx: RunContext):
         if not HOST_AHEAD.take(need):
             return False  # asked again on the next wake
         taken.append(need)
-        with ctx.stage("host_reserve_ahead", "shared"):
-            rpc.ask(ctx, ReserveHostRequest(expect=spec, copies=_kept_copies(cfg)), cfg.timeout_s, ReservedReply,
-                    "timing")
+        # one copy more per request, each with the device shared on its own: the worker takes back the copies it
+        # page-locked before (torch's host allocator keeps them) and page-locks one fresh one, so a timing that asks
+        # for the device meanwhile waits for one copy's page-locking, not all of them
+        for copies in range(1, _kept_copies(cfg) + 1):
+            with ctx.stage("host_reserve_ahead", "shared"):
+                rpc.ask(ctx, ReserveHostRequest(expect=spec, copies=copies), cfg.timeout_s, ReservedReply, "timing")
         ctx.host_reserved = spec
         return True
 
