@@ -64,17 +64,21 @@ BEFORE_ADMISSION = ("static", "task_key", "reference_load", "footprint", "worker
                     "build_wait", "binary_legality", "load")
 
 
-def before_and_admitted(row: dict) -> tuple[float, float]:
+def before_and_admitted(row: dict, ahead: bool = False) -> tuple[float, float]:
     """One measured verification's seconds before admission (`BEFORE_ADMISSION`) and admitted: its wall less those
-    and its admission wait."""
+    and its admission wait. With `ahead`, its `host_reserve` (the page-locking of its kept outputs, measured after its
+    trials) counts before admission, as `stages.timing.host_reserved_ahead` does it for a verification that waits:
+    a replay of the code before that change under it."""
     st = row.get("stage_s") or {}
     before = sum(float(st.get(k, 0.0)) for k in BEFORE_ADMISSION)
-    return before, max(0.0, float(row["wall_s"]) - before - float(st.get("admission_wait", 0.0)))
+    moved = float(st.get("host_reserve", 0.0)) + float(st.get("host_reserve_wait", 0.0)) if ahead else 0.0
+    admitted = max(0.0, float(row["wall_s"]) - before - float(st.get("admission_wait", 0.0)))
+    return before + min(moved, admitted), max(0.0, admitted - moved)
 
 
-def measured_times(rows_path: Path) -> dict[str, list[tuple[float, float]]]:
+def measured_times(rows_path: Path, ahead: bool = False) -> dict[str, list[tuple[float, float]]]:
     """Per task id: (seconds before admission, seconds admitted) of each verification of the run's first round, the
-    largest start first (the task's first job pays its build and reference work)."""
+    largest start first (the task's first job pays its build and reference work); `ahead`: `before_and_admitted`'s."""
     out: dict[str, list[tuple[float, float]]] = {}
     for line in rows_path.read_text().splitlines():
         if not line.strip():
@@ -82,7 +86,7 @@ def measured_times(rows_path: Path) -> dict[str, list[tuple[float, float]]]:
         r = json.loads(line)
         if r.get("round", 1) != 1 or r.get("wall_s") is None:
             continue
-        out.setdefault(r["id"].split("#")[0], []).append(before_and_admitted(r))
+        out.setdefault(r["id"].split("#")[0], []).append(before_and_admitted(r, ahead))
     for times in out.values():
         times.sort(key=lambda t: -t[0])
     return out
@@ -213,6 +217,9 @@ def main() -> None:
     ap.add_argument("--times", type=Path, default=None, metavar="ROWS",
                     help="replay each task's measured seconds before and after admission from an rl_load.py run's "
                          ".rows.jsonl (first round), jobs in the batch's own order")
+    ap.add_argument("--reserve-ahead", action="store_true",
+                    help="with --times: each verification's measured host_reserve replayed before its admission, as "
+                         "the page-locking done while waiting for memory (stages.timing.host_reserved_ahead) has it")
     ap.add_argument("--scale", type=float, default=0.02, help="wall seconds per modelled second")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
@@ -238,7 +245,7 @@ def main() -> None:
     if args.times is not None:
         if not args.times.is_file():
             ap.error(f"--times {args.times}: no such file (an rl_load.py run's .rows.jsonl)")
-        times = measured_times(args.times)
+        times = measured_times(args.times, args.reserve_ahead)
         missing = [tid for tid, _ in tasks if tid not in times]
         if missing:
             ap.error(f"--times {args.times} has no verification of {', '.join(missing[:3])}: run it on the same "

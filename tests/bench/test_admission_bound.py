@@ -38,3 +38,13 @@ def test_trial_seconds_count_at_most_the_admitted_ones(sim):
     rows = [row("big", wall=10.0, before=2.0, wait=2.0, trial_s=50.0, worker_gib=4.0)]  # admitted 6 s
     whole, split = sim.reservation_seconds(rows, {"big": large})
     assert split == pytest.approx(whole)
+
+
+def test_a_replay_with_page_locking_ahead_moves_it_out_of_the_admitted_seconds(sim):
+    r = row("big", wall=30.0, before=5.0, wait=5.0, trial_s=4.0, worker_gib=10.0)  # admitted 20 s
+    assert sim.before_and_admitted(r) == (5.0, 20.0)
+    r["stage_s"].update(host_reserve=4.5, host_reserve_wait=0.5)
+    assert sim.before_and_admitted(r) == (5.0, 20.0)  # as measured: after the trials, admitted
+    assert sim.before_and_admitted(r, ahead=True) == (10.0, 15.0)  # replayed while it waits for memory
+    r["stage_s"]["host_reserve"] = 40.0  # never more than it was admitted
+    assert sim.before_and_admitted(r, ahead=True) == (25.0, 0.0)
