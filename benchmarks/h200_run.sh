@@ -43,7 +43,11 @@
 #   2.3 a minute); STEPS=corpus CORPUS_ARGS="--only bad_cu_output_cache.py,cpp_*" (the hoarding rule on the GPU and the
 #   CPU-backend candidates at full size); STEPS=hostlink LINK_GIB=2,6
 #   LINK_CONF=pinned_use_cuda_host_register:True,pinned_num_register_threads:8 (fresh page-locking, now the worker's
-#   host_reserve: 4.0-6.6 s for 2.1 GB x 5 at 2-2.8 GiB/s; predicted about 3x that, 6-8 GiB/s, registered from 8 threads)
+#   host_reserve: 4.0-6.6 s for 2.1 GB x 5 at 2-2.8 GiB/s; predicted about 3x that, 6-8 GiB/s, registered from 8 threads);
+#   STEPS=ahead T_AHEAD=200 (the page-locking done while waiting for memory, off and on alternated: predicted each
+#   waiting copy 4-6 s shorter once admitted for 4_Conv2d_Mish_Mish, 11-13 s for the 6.4 GB ReLU, host_reserve_ahead
+#   summing to about one host_reserve), then STEPS=rlload (the admission model's replay of run 11 with it: 25.2-25.8 a
+#   minute largest first, against 22.2-23.6 without)
 # $OUT returns at most 8 files: pack them at the end of the call (tar) when running several steps.
 # Throughput and the baseline use the same candidates at the same sizes (inputs shrunk to at most MAXMB, default 64).
 # Run from the repo root on the device machine with the KernelBench folder copied to .kb/ and pydantic wheels in .whl/
@@ -54,7 +58,7 @@
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-STEPS=${STEPS:-"tests throughput baseline"}  # also: hostlink same8 faults rlload convcache corpus snapshot doctor smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost service musa rft anchor
+STEPS=${STEPS:-"tests throughput baseline"}  # also: hostlink ahead same8 faults rlload convcache corpus snapshot doctor smoke data golden workerstart buildlat bench rl fidelity probe multigpu sandboxcost service musa rft anchor
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl; fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 MUSACODER_CACHE_DIR=/tmp/mc-cache
 KB=${KB:-.kb}
@@ -249,6 +253,26 @@ if has same8; then  # issue 38 (d): one honest candidate verified 8 times in one
     done
   done
   tar czf "$OUT/same8.tgz" -C /tmp $(cd /tmp && ls same8_*) 2>/dev/null
+fi
+if has ahead; then  # issue 38: page-locking the kept outputs while waiting for device memory (host_reserve_ahead) off
+  # (MUSACODER_HOST_AHEAD_GB=0) and on, alternated, AHEAD_COPIES copies of each task in one batch (they wait for memory:
+  # each runs alone or two do not fit), the build cache warmed by one copy first
+  for t in ${AHEAD_TASKS:-level2/4_Conv2d_Mish_Mish level1/19_ReLU}; do
+    tag=$(basename $t)
+    timeout ${T_AHEAD:-200} python3 benchmarks/rl_load.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
+      --only "$t" --tasks 1 --copies 1 --workers 1 --json "/tmp/ahead_${tag}_warm.json" > /dev/null 2>&1
+    k=0
+    for gb in ${AHEAD_GBS:-0 default default 0}; do
+      k=$((k + 1))
+      [ "$gb" = default ] && unset MUSACODER_HOST_AHEAD_GB || export MUSACODER_HOST_AHEAD_GB=$gb
+      timeout ${T_AHEAD:-200} python3 benchmarks/rl_load.py --kernelbench-dir "$KB" --candidates benchmarks/candidates/cuda \
+        --only "$t" --tasks 1 --copies ${AHEAD_COPIES:-3} --workers ${AHEAD_COPIES:-3} \
+        --json "/tmp/ahead_${tag}_${k}_$gb.json" > "/tmp/ahead_${tag}_${k}_$gb.log" 2>&1
+      echo "ahead $t run $k MUSACODER_HOST_AHEAD_GB=$gb"; grep -E "^[|] [0-9]|stage medians" "/tmp/ahead_${tag}_${k}_$gb.log"
+    done
+    unset MUSACODER_HOST_AHEAD_GB
+  done
+  tar czf "$OUT/ahead.tgz" -C /tmp $(cd /tmp && ls ahead_*) 2>/dev/null
 fi
 if has faults; then  # issue 38: a crashing, a hanging and an out-of-memory candidate in flight among goldens; how much
   # later the honest verdicts come than in batches of their own (FAULT_MB: shrink the goldens)
