@@ -248,3 +248,9 @@ def test_host_memory_is_page_locked_while_waiting_for_the_device_within_the_budg
             raise RuntimeError("the attempt ended")
     assert budget.held == 0  # given back on the way out
     assert (first.host_reserved, second.host_reserved) == (big, big) and len(asked) == 15
+
+    # more than the whole budget (or a budget of 0: off) never fits: nothing to do, not asked again
+    monkeypatch.setattr(timing_stage, "HOST_AHEAD", slots.HostBudget(total=4 * slots.HOST_HOLD_BYTES))
+    with timing_stage.host_reserved_ahead(ctx()) as work:
+        assert work() is True
+    assert len(asked) == 15

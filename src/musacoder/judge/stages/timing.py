@@ -190,6 +190,8 @@ def host_reserved_ahead(ctx: RunContext):
         if spec is None or spec_bytes(spec) < HOST_HOLD_BYTES:
             return True
         need = spec_bytes(spec) * _kept_copies(cfg)
+        if need > HOST_AHEAD.total:
+            return True  # never fits (or page-locking ahead is off): not asked again
         if not HOST_AHEAD.take(need):
             return False  # asked again on the next wake
         taken.append(need)
