@@ -144,12 +144,11 @@ def test_the_reply_splits_the_window_wall_by_part():
     assert messages.TimeReply(**rep).parts_s == parts
 
 
-def test_host_memory_is_reserved_before_the_window_only_for_large_outputs_on_a_gpu(monkeypatch):
-    """`stages.timing._reserve_host`: one `reserve_host` request, with the device shared, where the kept outputs go to
-    host memory (`HOST_HOLD_BYTES` or more) on a GPU; nothing for small outputs or on the CPU."""
+def _page_lock_recorder(monkeypatch):
+    """The `reserve_host` requests a timing stage sends (`rpc.ask`, answered as granted) and the stages it holds the
+    device for, recorded: (requests, (stage, slot) pairs, a `ctx.stage` stand-in)."""
     import contextlib
 
-    from musacoder.config import VerifyConfig
     from musacoder.judge.stages import timing as timing_stage
 
     asked, holds = [], []
@@ -164,6 +163,16 @@ def test_host_memory_is_reserved_before_the_window_only_for_large_outputs_on_a_g
         yield
 
     monkeypatch.setattr(timing_stage.rpc, "ask", ask)
+    return asked, holds, stage
+
+
+def test_host_memory_is_reserved_before_the_window_only_for_large_outputs_on_a_gpu(monkeypatch):
+    """`stages.timing._reserve_host`: one `reserve_host` request, with the device shared, where the kept outputs go to
+    host memory (`HOST_HOLD_BYTES` or more) on a GPU; nothing for small outputs or on the CPU."""
+    from musacoder.config import VerifyConfig
+    from musacoder.judge.stages import timing as timing_stage
+
+    asked, holds, stage = _page_lock_recorder(monkeypatch)
     big = ["tensor", [timing_stage.HOST_HOLD_BYTES // 4], "float32"]
     small = ["tensor", [timing_stage.HOST_HOLD_BYTES // 4 - 1], "float32"]
     for device, expect in (("cuda:0", big), ("cuda:0", small), ("cpu", big)):
@@ -186,29 +195,16 @@ def test_host_memory_is_page_locked_while_waiting_for_the_device_within_the_budg
     `HOST_AHEAD`, which it gets back when the block ends, even on an error; with the budget spent it is asked again
     (False), and it has nothing to do (True) for small outputs, an untimed candidate, off a GPU or without a spec
     (then `_reserve_host` page-locks after the trials)."""
-    import contextlib
-
     import pytest
 
     from musacoder.config import VerifyConfig
     from musacoder.judge import slots
     from musacoder.judge.stages import timing as timing_stage
 
-    asked, holds = [], []
-
-    def ask(ctx, request, timeout_s, record, stage):
-        asked.append(request)
-        return record(ok=True, reserved_bytes=1)
-
-    @contextlib.contextmanager
-    def stage(name, slot=None):
-        holds.append((name, slot))
-        yield
-
+    asked, holds, stage = _page_lock_recorder(monkeypatch)
     big = ["tensor", [slots.HOST_HOLD_BYTES // 4], "float32"]  # 1 GiB
     spec = {"value": big}
     budget = slots.HostBudget(total=12 * slots.HOST_HOLD_BYTES)
-    monkeypatch.setattr(timing_stage.rpc, "ask", ask)
     monkeypatch.setattr(timing_stage, "meta_output_spec", lambda module: spec["value"])
     monkeypatch.setattr(timing_stage, "HOST_AHEAD", budget)
     fp_big = slots.Footprint(inputs=1, outputs=slots.HOST_HOLD_BYTES, weights=0)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import os
 import threading
 import time
 import weakref
@@ -22,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from musacoder.judge.inputs import make_init_inputs, nbytes, output_spec
-from musacoder.judge.task_cache import default_budget
+from musacoder.judge.task_cache import budget_from_env
 
 
 def is_oom(e: BaseException) -> bool:
@@ -613,16 +612,7 @@ class HostBudget:
 def host_ahead_bytes() -> int:
     """`MUSACODER_HOST_AHEAD_GB` as bytes (0 turns page-locking ahead off), else a quarter of the host's physical
     memory (`task_cache.default_budget`, as the per-task cache's: the two together stay within half of it)."""
-    raw = os.environ.get("MUSACODER_HOST_AHEAD_GB")
-    if raw is None or raw.strip() == "":
-        return default_budget()
-    try:
-        gib = float(raw)
-    except ValueError:
-        raise ValueError(f"MUSACODER_HOST_AHEAD_GB must be a number of GiB, got {raw!r}") from None
-    if not gib >= 0:
-        raise ValueError(f"MUSACODER_HOST_AHEAD_GB must be >= 0, got {raw!r}")
-    return int(gib * GiB)
+    return budget_from_env("MUSACODER_HOST_AHEAD_GB")
 
 
 HOST_AHEAD = HostBudget()

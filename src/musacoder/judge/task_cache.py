@@ -73,17 +73,19 @@ class TaskKey:
         return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def budget_from_env() -> int:
-    """`MUSACODER_TASK_CACHE_GB` as bytes (0 turns keeping off), else `default_budget()`."""
-    raw = os.environ.get("MUSACODER_TASK_CACHE_GB")
+def budget_from_env(name: str = "MUSACODER_TASK_CACHE_GB") -> int:
+    """The environment variable `name` (GiB of host memory) as bytes, 0 turning its use off; unset or empty:
+    `default_budget()`. The task cache's budget, and the page-locking done while waiting for device memory
+    (`slots.host_ahead_bytes`)."""
+    raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default_budget()
     try:
         gb = float(raw)
     except ValueError:
-        raise ValueError(f"MUSACODER_TASK_CACHE_GB must be a number of GiB, got {raw!r}") from None
-    if gb < 0:
-        raise ValueError(f"MUSACODER_TASK_CACHE_GB must be >= 0, got {raw!r}")
+        raise ValueError(f"{name} must be a number of GiB, got {raw!r}") from None
+    if not gb >= 0:  # NaN too
+        raise ValueError(f"{name} must be >= 0, got {raw!r}")
     return int(gb * (1 << 30))
 
 

@@ -157,9 +157,13 @@ def _reserve_host(ctx: RunContext) -> None:
     if not ctx.device.startswith("cuda") or spec_bytes(ctx.expect) < HOST_HOLD_BYTES \
             or ctx.host_reserved == ctx.expect:
         return
-    with ctx.stage("host_reserve", "shared"):
-        rpc.ask(ctx, ReserveHostRequest(expect=ctx.expect, copies=_kept_copies(cfg)), cfg.timeout_s,
-                ReservedReply, "timing")
+    _page_lock(ctx, "host_reserve", ctx.expect, _kept_copies(cfg))
+
+
+def _page_lock(ctx: RunContext, stage: str, spec, copies: int) -> None:
+    """The worker page-locks `copies` kept outputs like `spec` (`ReserveHostRequest`), with the device shared."""
+    with ctx.stage(stage, "shared"):
+        rpc.ask(ctx, ReserveHostRequest(expect=spec, copies=copies), ctx.cfg.timeout_s, ReservedReply, "timing")
 
 
 def _kept_copies(cfg) -> int:
@@ -199,8 +203,7 @@ def host_reserved_ahead(ctx: RunContext):
         # page-locked before (torch's host allocator keeps them) and page-locks one fresh one, so a timing that asks
         # for the device meanwhile waits for one copy's page-locking, not all of them
         for copies in range(1, _kept_copies(cfg) + 1):
-            with ctx.stage("host_reserve_ahead", "shared"):
-                rpc.ask(ctx, ReserveHostRequest(expect=spec, copies=copies), cfg.timeout_s, ReservedReply, "timing")
+            _page_lock(ctx, "host_reserve_ahead", spec, copies)
         ctx.host_reserved = spec
         return True
 
